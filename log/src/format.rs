@@ -1,0 +1,595 @@
+//! The on-disk format: segment header, block header, frame and footer, byte by byte.
+//!
+//! `docs/FORMAT.md` is the prose version of this module; the two must agree. Every
+//! integer is fixed-width little-endian. Every structure starts at an offset that is a
+//! multiple of [`ALIGN`], so a payload starts 8-byte aligned in the file and in any
+//! 8-aligned buffer the file is read into.
+
+use crate::chain::Link;
+
+/// Alignment of blocks, frames and payloads, in bytes.
+pub const ALIGN: usize = 8;
+
+/// Magic number at the start of every segment file.
+pub const SEGMENT_MAGIC: [u8; 8] = *b"BBOXSEG\0";
+/// The newest format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Length of the segment header in bytes.
+pub const SEGMENT_HEADER_LEN: usize = 96;
+/// Segment header flag: the chain mixes in a secret key.
+pub const FLAG_KEYED: u32 = 1;
+
+/// Magic number at the start of every block header.
+pub const BLOCK_MAGIC: [u8; 4] = *b"BBLK";
+/// Length of a block header in bytes.
+pub const BLOCK_HEADER_LEN: usize = 72;
+
+/// Length of a frame header in bytes.
+pub const FRAME_HEADER_LEN: usize = 16;
+
+/// Magic number at the start of a footer body.
+pub const FOOTER_MAGIC: [u8; 8] = *b"BBOXFTR\0";
+/// Magic number at the very end of a sealed segment.
+pub const TRAILER_MAGIC: [u8; 8] = *b"BBOXEND\0";
+/// Length of the fixed part of the footer body.
+pub const FOOTER_FIXED_LEN: usize = 96;
+/// Length of one per-type count entry in the footer.
+pub const FOOTER_TYPE_ENTRY_LEN: usize = 16;
+/// Length of one sparse-index entry in the footer.
+pub const FOOTER_INDEX_ENTRY_LEN: usize = 56;
+/// Length of the trailer that closes a sealed segment.
+pub const TRAILER_LEN: usize = 16;
+
+/// Largest payload the format can hold; `LogOptions::max_record_bytes` may not exceed it.
+pub const MAX_RECORD_BYTES_LIMIT: usize = 1 << 30;
+
+const _: () = assert!(SEGMENT_HEADER_LEN.is_multiple_of(ALIGN));
+const _: () = assert!(BLOCK_HEADER_LEN.is_multiple_of(ALIGN));
+const _: () = assert!(FRAME_HEADER_LEN.is_multiple_of(ALIGN));
+const _: () = assert!(FOOTER_FIXED_LEN.is_multiple_of(ALIGN));
+const _: () = assert!(FOOTER_TYPE_ENTRY_LEN.is_multiple_of(ALIGN));
+const _: () = assert!(FOOTER_INDEX_ENTRY_LEN.is_multiple_of(ALIGN));
+const _: () = assert!(TRAILER_LEN.is_multiple_of(ALIGN));
+// A block's frames region length is a u32: the largest record plus its header must fit.
+const _: () = assert!(MAX_RECORD_BYTES_LIMIT + FRAME_HEADER_LEN + ALIGN <= u32::MAX as usize);
+
+/// Rounds `n` up to the next multiple of [`ALIGN`].
+pub const fn align_up(n: usize) -> usize {
+    (n + (ALIGN - 1)) & !(ALIGN - 1)
+}
+
+/// Size of a frame (header, payload and padding) for a payload of `payload_len` bytes.
+pub const fn frame_len(payload_len: usize) -> usize {
+    FRAME_HEADER_LEN + align_up(payload_len)
+}
+
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+fn link_at(b: &[u8], at: usize) -> Link {
+    let mut x = [0u8; 32];
+    x.copy_from_slice(&b[at..at + 32]);
+    x
+}
+
+/// The header at the start of every segment file.
+///
+/// ```text
+///  0..8   magic "BBOXSEG\0"
+///  8..12  format version (u32)
+/// 12..16  flags (u32; bit 0: keyed chain)
+/// 16..24  first seq of the segment (u64)
+/// 24..56  chain link preceding the segment's first block (all zero for the first segment)
+/// 56..88  key id (blake3 of the key in a derive-key context; zero when unkeyed)
+/// 88..92  reserved, zero
+/// 92..96  crc32c of bytes 0..92
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeader {
+    /// Format version.
+    pub version: u32,
+    /// Flags ([`FLAG_KEYED`]).
+    pub flags: u32,
+    /// First seq of the segment.
+    pub first_seq: u64,
+    /// Chain link that the segment's first block continues from.
+    pub prev_link: Link,
+    /// Identifies the key of a keyed chain without revealing it.
+    pub key_id: [u8; 32],
+}
+
+impl SegmentHeader {
+    /// Encodes the header.
+    pub fn encode(&self) -> [u8; SEGMENT_HEADER_LEN] {
+        let mut b = [0u8; SEGMENT_HEADER_LEN];
+        b[0..8].copy_from_slice(&SEGMENT_MAGIC);
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
+        b[12..16].copy_from_slice(&self.flags.to_le_bytes());
+        b[16..24].copy_from_slice(&self.first_seq.to_le_bytes());
+        b[24..56].copy_from_slice(&self.prev_link);
+        b[56..88].copy_from_slice(&self.key_id);
+        let crc = crc32c::crc32c(&b[0..92]);
+        b[92..96].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a header. The version check is left to the caller, so that it
+    /// can report a newer version distinctly from damage.
+    pub fn decode(b: &[u8]) -> Result<SegmentHeader, String> {
+        if b.len() < SEGMENT_HEADER_LEN {
+            return Err(format!(
+                "{} bytes, shorter than a segment header ({SEGMENT_HEADER_LEN})",
+                b.len()
+            ));
+        }
+        if b[0..8] != SEGMENT_MAGIC {
+            return Err("wrong magic number".to_owned());
+        }
+        let crc = u32_at(b, 92);
+        if crc != crc32c::crc32c(&b[0..92]) {
+            return Err("header checksum mismatch".to_owned());
+        }
+        if u32_at(b, 88) != 0 {
+            return Err("reserved bytes are not zero".to_owned());
+        }
+        Ok(SegmentHeader {
+            version: u32_at(b, 8),
+            flags: u32_at(b, 12),
+            first_seq: u64_at(b, 16),
+            prev_link: link_at(b, 24),
+            key_id: link_at(b, 56),
+        })
+    }
+
+    /// Whether the chain of this segment is keyed.
+    pub fn is_keyed(&self) -> bool {
+        self.flags & FLAG_KEYED != 0
+    }
+}
+
+/// The header of a block: a run of frames written together and covered by one chain link.
+///
+/// ```text
+///  0..4   magic "BBLK"
+///  4..8   frames_len: bytes of frames that follow the header (u32, multiple of 8)
+///  8..12  count: number of frames (u32, >= 1)
+/// 12..16  crc32c of bytes 0..12 and 16..72
+/// 16..24  first seq (u64); frame i has seq first_seq + i
+/// 24..32  first ts (u64, ns); frame i has ts first_ts + its ts_delta
+/// 32..40  last ts (u64, ns)
+/// 40..72  chain link of this block
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// Bytes of frames after the header.
+    pub frames_len: u32,
+    /// Number of frames.
+    pub count: u32,
+    /// Seq of the first frame.
+    pub first_seq: u64,
+    /// Timestamp of the first frame.
+    pub first_ts: u64,
+    /// Timestamp of the last frame.
+    pub last_ts: u64,
+    /// The chain link: hash of the frames, the block metadata and the previous link.
+    pub link: Link,
+}
+
+impl BlockHeader {
+    /// Encodes the header into `out` (which must be [`BLOCK_HEADER_LEN`] bytes).
+    pub fn encode_into(&self, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), BLOCK_HEADER_LEN);
+        out[0..4].copy_from_slice(&BLOCK_MAGIC);
+        out[4..8].copy_from_slice(&self.frames_len.to_le_bytes());
+        out[8..12].copy_from_slice(&self.count.to_le_bytes());
+        out[16..24].copy_from_slice(&self.first_seq.to_le_bytes());
+        out[24..32].copy_from_slice(&self.first_ts.to_le_bytes());
+        out[32..40].copy_from_slice(&self.last_ts.to_le_bytes());
+        out[40..72].copy_from_slice(&self.link);
+        let crc = block_header_crc(out);
+        out[12..16].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Decodes and checks a block header.
+    pub fn decode(b: &[u8]) -> Result<BlockHeader, String> {
+        debug_assert!(b.len() >= BLOCK_HEADER_LEN);
+        if b[0..4] != BLOCK_MAGIC {
+            return Err("wrong block magic".to_owned());
+        }
+        if u32_at(b, 12) != block_header_crc(b) {
+            return Err("block header checksum mismatch".to_owned());
+        }
+        let h = BlockHeader {
+            frames_len: u32_at(b, 4),
+            count: u32_at(b, 8),
+            first_seq: u64_at(b, 16),
+            first_ts: u64_at(b, 24),
+            last_ts: u64_at(b, 32),
+            link: link_at(b, 40),
+        };
+        if h.count == 0 {
+            return Err("block holds no frames".to_owned());
+        }
+        if !(h.frames_len as usize).is_multiple_of(ALIGN) {
+            return Err(format!("frames length {} is not 8-aligned", h.frames_len));
+        }
+        if (h.frames_len as usize) < h.count as usize * FRAME_HEADER_LEN {
+            return Err(format!(
+                "frames length {} too small for {} frames",
+                h.frames_len, h.count
+            ));
+        }
+        if h.last_ts < h.first_ts {
+            return Err("last ts lower than first ts".to_owned());
+        }
+        Ok(h)
+    }
+
+    /// The 32 bytes of block metadata that the chain link commits to.
+    pub fn chain_meta(&self) -> [u8; 32] {
+        let mut m = [0u8; 32];
+        m[0..4].copy_from_slice(&self.frames_len.to_le_bytes());
+        m[4..8].copy_from_slice(&self.count.to_le_bytes());
+        m[8..16].copy_from_slice(&self.first_seq.to_le_bytes());
+        m[16..24].copy_from_slice(&self.first_ts.to_le_bytes());
+        m[24..32].copy_from_slice(&self.last_ts.to_le_bytes());
+        m
+    }
+
+    /// Seq of the last frame.
+    pub fn last_seq(&self) -> u64 {
+        self.first_seq + u64::from(self.count) - 1
+    }
+
+    /// Total length of the block on disk.
+    pub fn total_len(&self) -> usize {
+        BLOCK_HEADER_LEN + self.frames_len as usize
+    }
+}
+
+fn block_header_crc(b: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(&b[0..12]);
+    crc32c::crc32c_append(crc, &b[16..BLOCK_HEADER_LEN])
+}
+
+/// A frame header.
+///
+/// ```text
+///  0..4   payload length (u32)
+///  4..6   record type (u16)
+///  6..8   flags (u16, zero)
+///  8..12  ts delta: ts minus the block's first ts (u32, ns)
+/// 12..16  crc32c of bytes 0..12, the seq (u64 LE) and the payload
+/// 16..    payload, then zero padding to a multiple of 8
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Payload length in bytes.
+    pub payload_len: u32,
+    /// Record type tag.
+    pub record_type: u16,
+    /// Timestamp minus the block's first timestamp.
+    pub ts_delta: u32,
+}
+
+/// Computes a frame's checksum.
+pub fn frame_crc(header12: &[u8], seq: u64, payload: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(header12);
+    let crc = crc32c::crc32c_append(crc, &seq.to_le_bytes());
+    crc32c::crc32c_append(crc, payload)
+}
+
+/// Appends one frame to `out`.
+pub fn encode_frame(out: &mut Vec<u8>, h: FrameHeader, seq: u64, payload: &[u8]) {
+    debug_assert_eq!(h.payload_len as usize, payload.len());
+    let mut head = [0u8; FRAME_HEADER_LEN];
+    head[0..4].copy_from_slice(&h.payload_len.to_le_bytes());
+    head[4..6].copy_from_slice(&h.record_type.to_le_bytes());
+    head[8..12].copy_from_slice(&h.ts_delta.to_le_bytes());
+    let crc = frame_crc(&head[0..12], seq, payload);
+    head[12..16].copy_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&head);
+    out.extend_from_slice(payload);
+    let pad = align_up(payload.len()) - payload.len();
+    out.extend_from_slice(&[0u8; ALIGN][..pad]);
+}
+
+/// Decodes the frame at the start of `b`, checking its checksum and padding.
+///
+/// Returns the header and the frame's total length.
+pub fn decode_frame(b: &[u8], seq: u64) -> Result<(FrameHeader, usize), String> {
+    if b.len() < FRAME_HEADER_LEN {
+        return Err("frame header runs past the end of its block".to_owned());
+    }
+    let h = FrameHeader {
+        payload_len: u32_at(b, 0),
+        record_type: u16_at(b, 4),
+        ts_delta: u32_at(b, 8),
+    };
+    if u16_at(b, 6) != 0 {
+        return Err("frame flags are not zero".to_owned());
+    }
+    let len = h.payload_len as usize;
+    if len > MAX_RECORD_BYTES_LIMIT {
+        return Err(format!("payload length {len} exceeds the format's limit"));
+    }
+    let total = frame_len(len);
+    if total > b.len() {
+        return Err(format!(
+            "payload length {len} runs past the end of its block"
+        ));
+    }
+    let payload = &b[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len];
+    if u32_at(b, 12) != frame_crc(&b[0..12], seq, payload) {
+        return Err("frame checksum mismatch".to_owned());
+    }
+    if b[FRAME_HEADER_LEN + len..total].iter().any(|&x| x != 0) {
+        return Err("frame padding is not zero".to_owned());
+    }
+    Ok((h, total))
+}
+
+/// One entry of a sealed segment's sparse index: where a block starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// First seq of the block.
+    pub first_seq: u64,
+    /// First timestamp of the block.
+    pub first_ts: u64,
+    /// Byte offset of the block header in the segment.
+    pub offset: u64,
+    /// The chain link that precedes the block, so a reader can verify from here.
+    pub prev_link: Link,
+}
+
+/// The footer written when a segment is sealed.
+///
+/// ```text
+/// footer body:
+///  0..8   magic "BBOXFTR\0"
+///  8..16  record count (u64)
+/// 16..24  block count (u64)
+/// 24..32  first seq (u64)
+/// 32..40  last seq (u64)
+/// 40..48  first ts (u64)
+/// 48..56  last ts (u64)
+/// 56..88  last chain link
+/// 88..92  number of per-type entries T (u32)
+/// 92..96  number of index entries I (u32)
+/// 96..    T × { record type u16, zero u16, zero u32, count u64 }
+///         I × { first seq u64, first ts u64, offset u64, previous link [32] }
+/// trailer (last 16 bytes of the file):
+///  0..4   footer body length (u32)
+///  4..8   crc32c of the footer body
+///  8..16  magic "BBOXEND\0"
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Footer {
+    /// Records in the segment.
+    pub record_count: u64,
+    /// Blocks in the segment.
+    pub block_count: u64,
+    /// First seq.
+    pub first_seq: u64,
+    /// Last seq.
+    pub last_seq: u64,
+    /// First timestamp.
+    pub first_ts: u64,
+    /// Last timestamp.
+    pub last_ts: u64,
+    /// Link of the last block.
+    pub last_link: Link,
+    /// Records per record type, sorted by type.
+    pub type_counts: Vec<(u16, u64)>,
+    /// Sparse index, sorted by seq.
+    pub index: Vec<IndexEntry>,
+}
+
+impl Footer {
+    /// Encodes the footer body and trailer.
+    pub fn encode(&self) -> Vec<u8> {
+        let body_len = FOOTER_FIXED_LEN
+            + self.type_counts.len() * FOOTER_TYPE_ENTRY_LEN
+            + self.index.len() * FOOTER_INDEX_ENTRY_LEN;
+        let mut b = Vec::with_capacity(body_len + TRAILER_LEN);
+        b.extend_from_slice(&FOOTER_MAGIC);
+        for x in [
+            self.record_count,
+            self.block_count,
+            self.first_seq,
+            self.last_seq,
+            self.first_ts,
+            self.last_ts,
+        ] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        b.extend_from_slice(&self.last_link);
+        b.extend_from_slice(&len_u32(self.type_counts.len()).to_le_bytes());
+        b.extend_from_slice(&len_u32(self.index.len()).to_le_bytes());
+        for &(t, n) in &self.type_counts {
+            b.extend_from_slice(&t.to_le_bytes());
+            b.extend_from_slice(&[0u8; 6]);
+            b.extend_from_slice(&n.to_le_bytes());
+        }
+        for e in &self.index {
+            b.extend_from_slice(&e.first_seq.to_le_bytes());
+            b.extend_from_slice(&e.first_ts.to_le_bytes());
+            b.extend_from_slice(&e.offset.to_le_bytes());
+            b.extend_from_slice(&e.prev_link);
+        }
+        debug_assert_eq!(b.len(), body_len);
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&len_u32(body_len).to_le_bytes());
+        b.extend_from_slice(&crc.to_le_bytes());
+        b.extend_from_slice(&TRAILER_MAGIC);
+        b
+    }
+
+    /// Reads the trailer at the end of `tail` (the last [`TRAILER_LEN`] bytes of a file)
+    /// and returns the footer body length, or `None` when there is no trailer.
+    pub fn trailer_body_len(tail: &[u8]) -> Option<(usize, u32)> {
+        if tail.len() < TRAILER_LEN || tail[tail.len() - 8..] != TRAILER_MAGIC {
+            return None;
+        }
+        let at = tail.len() - TRAILER_LEN;
+        Some((u32_at(tail, at) as usize, u32_at(tail, at + 4)))
+    }
+
+    /// Decodes a footer body whose checksum is `crc`.
+    pub fn decode(body: &[u8], crc: u32) -> Result<Footer, String> {
+        if body.len() < FOOTER_FIXED_LEN {
+            return Err("footer shorter than its fixed part".to_owned());
+        }
+        if body[0..8] != FOOTER_MAGIC {
+            return Err("wrong footer magic".to_owned());
+        }
+        if crc32c::crc32c(body) != crc {
+            return Err("footer checksum mismatch".to_owned());
+        }
+        let types_n = u32_at(body, 88) as usize;
+        let index_n = u32_at(body, 92) as usize;
+        // Bound the counts by the body length before allocating anything.
+        let expected = types_n
+            .checked_mul(FOOTER_TYPE_ENTRY_LEN)
+            .and_then(|t| index_n.checked_mul(FOOTER_INDEX_ENTRY_LEN).map(|i| (t, i)))
+            .and_then(|(t, i)| t.checked_add(i))
+            .and_then(|x| x.checked_add(FOOTER_FIXED_LEN));
+        if expected != Some(body.len()) {
+            return Err(format!(
+                "footer of {} bytes cannot hold {types_n} type counts and {index_n} index entries",
+                body.len()
+            ));
+        }
+        let mut at = FOOTER_FIXED_LEN;
+        let mut type_counts = Vec::with_capacity(types_n);
+        for _ in 0..types_n {
+            type_counts.push((u16_at(body, at), u64_at(body, at + 8)));
+            at += FOOTER_TYPE_ENTRY_LEN;
+        }
+        let mut index = Vec::with_capacity(index_n);
+        for _ in 0..index_n {
+            index.push(IndexEntry {
+                first_seq: u64_at(body, at),
+                first_ts: u64_at(body, at + 8),
+                offset: u64_at(body, at + 16),
+                prev_link: link_at(body, at + 24),
+            });
+            at += FOOTER_INDEX_ENTRY_LEN;
+        }
+        Ok(Footer {
+            record_count: u64_at(body, 8),
+            block_count: u64_at(body, 16),
+            first_seq: u64_at(body, 24),
+            last_seq: u64_at(body, 32),
+            first_ts: u64_at(body, 40),
+            last_ts: u64_at(body, 48),
+            last_link: link_at(body, 56),
+            type_counts,
+            index,
+        })
+    }
+}
+
+fn len_u32(n: usize) -> u32 {
+    // Footer counts are bounded by the segment size, far below u32::MAX entries.
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The file name of the segment whose first record has `first_seq`.
+pub fn segment_file_name(first_seq: u64) -> String {
+    format!("{first_seq:020}.bbx")
+}
+
+/// Parses a segment file name back into its first seq.
+pub fn parse_segment_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".bbx")?;
+    if digits.len() != 20 || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_header_round_trips_and_rejects_a_flipped_bit() {
+        let h = SegmentHeader {
+            version: FORMAT_VERSION,
+            flags: FLAG_KEYED,
+            first_seq: 42,
+            prev_link: [7; 32],
+            key_id: [9; 32],
+        };
+        let mut b = h.encode();
+        assert_eq!(SegmentHeader::decode(&b), Ok(h));
+        for i in 0..SEGMENT_HEADER_LEN {
+            b[i] ^= 0x10;
+            assert!(SegmentHeader::decode(&b).is_err(), "flip at byte {i} went unnoticed");
+            b[i] ^= 0x10;
+        }
+    }
+
+    #[test]
+    fn frame_checksum_binds_the_seq() {
+        let mut out = Vec::new();
+        let h = FrameHeader {
+            payload_len: 3,
+            record_type: 5,
+            ts_delta: 9,
+        };
+        encode_frame(&mut out, h, 100, b"abc");
+        assert_eq!(out.len(), frame_len(3));
+        assert_eq!(decode_frame(&out, 100), Ok((h, 24)));
+        assert!(decode_frame(&out, 101).is_err());
+    }
+
+    #[test]
+    fn footer_round_trips_and_bounds_counts() {
+        let f = Footer {
+            record_count: 10,
+            block_count: 2,
+            first_seq: 5,
+            last_seq: 14,
+            first_ts: 1,
+            last_ts: 2,
+            last_link: [3; 32],
+            type_counts: vec![(1, 4), (2, 6)],
+            index: vec![IndexEntry {
+                first_seq: 5,
+                first_ts: 1,
+                offset: 96,
+                prev_link: [1; 32],
+            }],
+        };
+        let b = f.encode();
+        let (body_len, crc) = Footer::trailer_body_len(&b).expect("trailer present");
+        assert_eq!(body_len, b.len() - TRAILER_LEN);
+        assert_eq!(Footer::decode(&b[..body_len], crc), Ok(f));
+        // A count that claims more entries than the body holds is refused, not trusted.
+        let mut bad = b[..body_len].to_vec();
+        bad[92..96].copy_from_slice(&u32::MAX.to_le_bytes());
+        let crc = crc32c::crc32c(&bad);
+        assert!(Footer::decode(&bad, crc).is_err());
+    }
+
+    #[test]
+    fn segment_names_round_trip() {
+        assert_eq!(segment_file_name(7), "00000000000000000007.bbx");
+        assert_eq!(parse_segment_file_name("00000000000000000007.bbx"), Some(7));
+        assert_eq!(parse_segment_file_name("7.bbx"), None);
+        assert_eq!(parse_segment_file_name("0000000000000000000a.bbx"), None);
+    }
+}

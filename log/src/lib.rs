@@ -1,0 +1,111 @@
+//! Blackbox's flight log: a directory of append-only segment files whose records are
+//! checksummed one by one and hash-chained (blake3) block by block, across segments.
+//!
+//! This crate knows nothing of events, tiers or the knowledge base: a record is a type
+//! tag, a timestamp and payload bytes. The layers above give them meaning.
+//!
+//! # Main types
+//!
+//! - [`Log`]: the single writer of a directory (a lock file keeps out a second one).
+//!   [`Log::append`] and [`Log::append_batch`] hand out dense [`Seq`]s; [`Log::sync`] is
+//!   a durability barrier; [`Durability`] picks when data reaches the OS and the disk.
+//!   No method overwrites, reorders or removes a record. The one cut is recovery's, on
+//!   open, of a torn write at the very end ([`Recovery`] reports it).
+//! - [`LogReader`]: range reads by seq or by time, also while a writer appends. Seeks go
+//!   through the sealed segments' sparse indexes; payloads are borrowed, 8-byte
+//!   aligned, from the block buffer ([`LogRecord::payload`]).
+//! - [`verify()`]: recomputes every checksum and the chain and reports the first problem
+//!   with segment, byte offset and seq; with a [`Digest`] (`SEQ:HASH`, from
+//!   [`Log::digest`]) it also proves the log still holds that exact prefix.
+//! - [`storage`]: the file layer, swappable for fault injection in tests.
+//!
+//! The on-disk format is specified byte by byte in `docs/FORMAT.md`.
+//!
+//! # Example
+//!
+//! ```
+//! use blackbox_log::{Durability, Log, LogOptions, LogReader, Record, RecordType, Seq};
+//!
+//! # fn main() -> Result<(), blackbox_log::Error> {
+//! let dir = tempfile::tempdir().expect("temp dir");
+//! let (mut log, recovery) = Log::open(dir.path(), LogOptions::new().durability(Durability::Sync))?;
+//! assert!(recovery.created);
+//!
+//! let first = log.append(Record::new(RecordType(1), 1_000, b"hello"))?;
+//! let last = log.append_batch(&[
+//!     Record::new(RecordType(1), 2_000, b"world"),
+//!     Record::new(RecordType(2), 2_000, b"!"),
+//! ])?;
+//! assert_eq!((first, last), (Seq(0), Some(Seq(2))));
+//! let digest = log.digest().expect("the log holds records");
+//! log.close()?;
+//!
+//! let reader = LogReader::open(dir.path())?;
+//! let payloads: Vec<Vec<u8>> = reader
+//!     .records(Seq(1)..)?
+//!     .map(|r| r.map(|r| r.payload().to_vec()))
+//!     .collect::<Result<_, _>>()?;
+//! assert_eq!(payloads, [b"world".to_vec(), b"!".to_vec()]);
+//!
+//! let report = blackbox_log::verify(dir.path(), None, Some(&digest))?;
+//! assert_eq!(report.records, 3);
+//! assert!(report.digest_matched);
+//! # Ok(())
+//! # }
+//! ```
+
+mod chain;
+mod error;
+pub mod format;
+mod reader;
+mod scan;
+mod segment;
+pub mod storage;
+mod verify;
+mod writer;
+
+use std::fmt;
+
+pub use chain::{ChainKey, Digest, GENESIS_LINK, Link, link_from_hex, link_to_hex};
+pub use error::{Corruption, CorruptionKind, Error, Result};
+pub use reader::{LogReader, LogRecord, ReaderOptions, Records};
+pub use segment::{LOCK_FILE_NAME, SegmentEntry, list_segments};
+pub use verify::{VerifyReport, verify};
+pub use writer::{Durability, Log, LogOptions, Recovery};
+
+/// A record's position in the log: dense, from 0, in append order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Seq(pub u64);
+
+impl fmt::Display for Seq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A record's type tag. The log stores and counts it; the layers above define the values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct RecordType(pub u16);
+
+/// A record to append: type tag, timestamp and payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// The type tag.
+    pub record_type: RecordType,
+    /// Timestamp in nanoseconds since the Unix epoch (UTC). Never lower than the
+    /// previous record's: a lower one is refused with [`Error::TimestampRegression`].
+    pub ts_ns: u64,
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+impl<'a> Record<'a> {
+    /// A record of type `record_type` at `ts_ns` carrying `payload`.
+    pub fn new(record_type: RecordType, ts_ns: u64, payload: &'a [u8]) -> Record<'a> {
+        Record {
+            record_type,
+            ts_ns,
+            payload,
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! Readers: range reads by seq or time over the durable prefix, checking as they go.
+
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::chain::{ChainKey, Chainer, Digest, GENESIS_LINK};
+use crate::error::{Corruption, CorruptionKind, Result};
+use crate::format::{self, FRAME_HEADER_LEN, Footer, SEGMENT_HEADER_LEN};
+use crate::scan::ChainPoint;
+use crate::segment::{self, AlignedBuf, BlockCursor, CheckedBlock, HeaderState, SegmentEntry, SegmentFile, Step};
+use crate::writer::check_continuity;
+use crate::{RecordType, Seq};
+
+/// Options for [`LogReader::open_with`].
+#[derive(Debug, Clone, Default)]
+pub struct ReaderOptions {
+    /// The chain key of a keyed log. Without it a keyed log can still be read, with
+    /// every frame checksum checked, but its chain cannot be verified.
+    pub key: Option<ChainKey>,
+}
+
+/// Reads a log directory, also while a writer appends to it (from another thread or
+/// process). A reader sees the records written to the OS when a range read starts.
+///
+/// Every block a reader returns records from has passed its frame checksums and, unless
+/// the log is keyed and no key was given, its chain link.
+#[derive(Debug, Clone)]
+pub struct LogReader {
+    dir: PathBuf,
+    key_id: Option<[u8; 32]>,
+    chainer: Option<Chainer>,
+    keyed_without_key: bool,
+}
+
+impl LogReader {
+    /// Opens a reader on an unkeyed log (or a keyed one, without chain verification).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotALog`] if the directory holds something else, I/O errors.
+    pub fn open(dir: impl AsRef<Path>) -> Result<LogReader> {
+        LogReader::open_with(dir, ReaderOptions::default())
+    }
+
+    /// Opens a reader with options.
+    ///
+    /// # Errors
+    ///
+    /// As [`LogReader::open`]; [`Error::WrongKey`] if the key does not match.
+    pub fn open_with(dir: impl AsRef<Path>, opts: ReaderOptions) -> Result<LogReader> {
+        let dir = dir.as_ref().to_owned();
+        let segments = segment::list_segments(&dir)?;
+        let key_id = opts.key.as_ref().map(ChainKey::id);
+        let mut keyed_without_key = false;
+        if let Some(first) = segments.first()
+            && let HeaderState::Ok(seg) = SegmentFile::open(first, key_id, true)?
+        {
+            keyed_without_key = seg.header.is_keyed() && key_id.is_none();
+        }
+        let chainer = (!keyed_without_key).then(|| Chainer::new(opts.key.as_ref()));
+        Ok(LogReader {
+            dir,
+            key_id,
+            chainer,
+            keyed_without_key,
+        })
+    }
+
+    /// Whether records are checked against the hash chain (false only for a keyed log
+    /// read without its key).
+    pub fn chain_verified(&self) -> bool {
+        !self.keyed_without_key
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Records whose seq lies in `range`, in order.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors listing the directory; damage is reported by the iterator.
+    pub fn records(&self, range: impl RangeBounds<Seq>) -> Result<Records> {
+        let lo = match range.start_bound() {
+            Bound::Included(s) => s.0,
+            Bound::Excluded(s) => s.0.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let hi = match range.end_bound() {
+            Bound::Included(s) => Some(s.0),
+            Bound::Excluded(s) => s.0.checked_sub(1),
+            Bound::Unbounded => None,
+        };
+        let empty = matches!(range.end_bound(), Bound::Excluded(s) if s.0 <= lo);
+        self.start(Range::Seq { lo, hi }, empty)
+    }
+
+    /// Records whose timestamp (ns) lies in `range`, in order.
+    ///
+    /// # Errors
+    ///
+    /// As [`LogReader::records`].
+    pub fn records_by_time(&self, range: impl RangeBounds<u64>) -> Result<Records> {
+        let lo = match range.start_bound() {
+            Bound::Included(&t) => t,
+            Bound::Excluded(&t) => t.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let (hi, empty) = match range.end_bound() {
+            Bound::Included(&t) => (Some(t), false),
+            Bound::Excluded(&t) => (t.checked_sub(1), t <= lo),
+            Bound::Unbounded => (None, false),
+        };
+        self.start(Range::Time { lo, hi }, empty)
+    }
+
+    /// The chain point after the last record visible now, `None` for an empty log.
+    ///
+    /// # Errors
+    ///
+    /// Damage found while reading the last segment.
+    pub fn digest(&self) -> Result<Option<Digest>> {
+        let segments = segment::list_segments(&self.dir)?;
+        let mut records = Records {
+            reader: self.clone(),
+            segments,
+            seg_index: 0,
+            cursor: None,
+            block: None,
+            frame_at: 0,
+            frame_index: 0,
+            range: Range::Seq { lo: 0, hi: None },
+            done: false,
+            last_block_end: None,
+        };
+        // Only the last segment with a header needs reading: start there.
+        let n = records.segments.len();
+        if n == 0 {
+            return Ok(None);
+        }
+        records.seg_index = n - 1;
+        let first_seq = records.segments[n - 1].first_seq;
+        records.range = Range::Seq {
+            lo: first_seq,
+            hi: None,
+        };
+        while let Some(step) = records.next_block()? {
+            records.last_block_end = Some(Digest {
+                seq: step.header.last_seq(),
+                link: step.header.link,
+            });
+        }
+        if records.last_block_end.is_none() && first_seq > 0 {
+            // The active segment holds no record yet: the digest is the previous
+            // segment's end, from its footer.
+            if let Some(prev) = records.segments.get(n - 2)
+                && let HeaderState::Ok(seg) = SegmentFile::open(prev, self.key_id, true)?
+                && let Some((footer, _)) = seg.read_footer()?
+            {
+                return Ok(Some(Digest {
+                    seq: footer.last_seq,
+                    link: footer.last_link,
+                }));
+            }
+        }
+        Ok(records.last_block_end)
+    }
+
+    fn start(&self, range: Range, empty: bool) -> Result<Records> {
+        let segments = segment::list_segments(&self.dir)?;
+        let mut records = Records {
+            reader: self.clone(),
+            segments,
+            seg_index: 0,
+            cursor: None,
+            block: None,
+            frame_at: 0,
+            frame_index: 0,
+            range,
+            done: empty,
+            last_block_end: None,
+        };
+        if !empty {
+            records.seg_index = records.find_segment()?;
+        }
+        Ok(records)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    Seq { lo: u64, hi: Option<u64> },
+    Time { lo: u64, hi: Option<u64> },
+}
+
+/// One record read from the log. Its payload is borrowed from the block buffer it was
+/// read into, which is 8-byte aligned: an rkyv archive written as a payload can be
+/// accessed in place.
+#[derive(Debug, Clone)]
+pub struct LogRecord {
+    chunk: Arc<AlignedBuf>,
+    payload_at: usize,
+    payload_len: usize,
+    seq: u64,
+    ts_ns: u64,
+    record_type: u16,
+}
+
+impl LogRecord {
+    /// The record's seq.
+    pub fn seq(&self) -> Seq {
+        Seq(self.seq)
+    }
+
+    /// The record's timestamp in nanoseconds.
+    pub fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+
+    /// The record's type tag.
+    pub fn record_type(&self) -> RecordType {
+        RecordType(self.record_type)
+    }
+
+    /// The payload bytes, 8-byte aligned, without a copy.
+    pub fn payload(&self) -> &[u8] {
+        &self.chunk.bytes()[self.payload_at..self.payload_at + self.payload_len]
+    }
+}
+
+/// Iterator over a range of records; see [`LogReader::records`].
+///
+/// Yields an error (and then stops) when it meets damage: a failed checksum, a broken
+/// chain, a missing segment. The end of the data in the active segment, including a
+/// block the writer has not finished writing, is the end of the iteration.
+#[derive(Debug)]
+pub struct Records {
+    reader: LogReader,
+    segments: Vec<SegmentEntry>,
+    seg_index: usize,
+    cursor: Option<BlockCursor>,
+    block: Option<CheckedBlock>,
+    frame_at: usize,
+    frame_index: u32,
+    range: Range,
+    done: bool,
+    last_block_end: Option<Digest>,
+}
+
+impl Records {
+    /// Finds the segment where the range starts, by binary search over segment names
+    /// (seq) or footers (time): O(log segments) footer reads.
+    fn find_segment(&mut self) -> Result<usize> {
+        let n = self.segments.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        match self.range {
+            Range::Seq { lo, .. } => {
+                let i = self.segments.partition_point(|s| s.first_seq <= lo);
+                Ok(i.saturating_sub(1))
+            }
+            Range::Time { lo, .. } => {
+                // First segment whose last ts reaches `lo`; the last segment (active) has
+                // no footer and counts as reaching everything.
+                let (mut a, mut b) = (0usize, n - 1);
+                while a < b {
+                    let mid = a + (b - a) / 2;
+                    let last_ts = self.footer_of(mid)?.map_or(u64::MAX, |f| f.last_ts);
+                    if last_ts < lo {
+                        a = mid + 1;
+                    } else {
+                        b = mid;
+                    }
+                }
+                Ok(a)
+            }
+        }
+    }
+
+    fn footer_of(&self, i: usize) -> Result<Option<Footer>> {
+        match SegmentFile::open(&self.segments[i], self.reader.key_id, true)? {
+            HeaderState::Ok(seg) => Ok(seg.read_footer()?.map(|(f, _)| f)),
+            HeaderState::Torn { .. } => Ok(None),
+        }
+    }
+
+    /// Opens segment `seg_index` and positions a cursor at the block where the range
+    /// starts, using the footer's sparse index when the segment is sealed.
+    fn open_segment(&mut self, prev: Option<ChainPoint>) -> Result<Option<BlockCursor>> {
+        let i = self.seg_index;
+        let is_last = i + 1 == self.segments.len();
+        let seg = match SegmentFile::open(&self.segments[i], self.reader.key_id, true)? {
+            HeaderState::Ok(seg) => Arc::new(seg),
+            HeaderState::Torn { path, .. } => {
+                if is_last {
+                    return Ok(None); // a segment being created: nothing visible yet
+                }
+                return Err(Corruption {
+                    segment: path,
+                    offset: 0,
+                    seq: Some(self.segments[i].first_seq),
+                    kind: CorruptionKind::SegmentHeader("truncated or zeroed".to_owned()),
+                }
+                .into());
+            }
+        };
+        if let Some(point) = prev {
+            check_continuity(&seg, &point, false)?;
+        } else if i == 0 {
+            check_continuity(
+                &seg,
+                &ChainPoint {
+                    next_seq: 0,
+                    last_ts: 0,
+                    link: GENESIS_LINK,
+                },
+                true,
+            )?;
+        }
+        let footer = seg.read_footer()?;
+        if !is_last && footer.is_none() {
+            return Err(Corruption {
+                segment: seg.path.clone(),
+                offset: seg.len,
+                seq: None,
+                kind: CorruptionKind::Footer(
+                    "a sealed segment (one that is not the last) has no footer".to_owned(),
+                ),
+            }
+            .into());
+        }
+        let end = footer.as_ref().map_or(seg.len, |(_, start)| *start);
+        let mut start = ChainPoint {
+            next_seq: seg.header.first_seq,
+            last_ts: prev.map_or(0, |p| p.last_ts),
+            link: seg.header.prev_link,
+        };
+        let mut pos = SEGMENT_HEADER_LEN as u64;
+        if prev.is_none()
+            && let Some((footer, _)) = &footer
+        {
+            // Seek: the last index entry strictly before the range's start.
+            let k = footer.index.partition_point(|e| match self.range {
+                Range::Seq { lo, .. } => e.first_seq <= lo,
+                Range::Time { lo, .. } => e.first_ts < lo,
+            });
+            if let Some(e) = k.checked_sub(1).map(|k| footer.index[k])
+                && e.offset >= pos
+                && e.offset < end
+            {
+                pos = e.offset;
+                start = ChainPoint {
+                    next_seq: e.first_seq,
+                    last_ts: e.first_ts,
+                    link: e.prev_link,
+                };
+            }
+        }
+        let mut cursor =
+            BlockCursor::new(seg, pos, end, start.next_seq, start.last_ts, start.link);
+        if prev.is_none() {
+            let range = self.range;
+            cursor.skip_before(|h| match range {
+                Range::Seq { lo, .. } => h.last_seq() < lo,
+                Range::Time { lo, .. } => h.last_ts < lo,
+            })?;
+        }
+        Ok(Some(cursor))
+    }
+
+    /// The next checked block, moving across segments; `None` at the end of the data.
+    fn next_block(&mut self) -> Result<Option<CheckedBlock>> {
+        loop {
+            if self.cursor.is_none() {
+                if self.seg_index >= self.segments.len() {
+                    return Ok(None);
+                }
+                match self.open_segment(None)? {
+                    Some(c) => self.cursor = Some(c),
+                    None => return Ok(None),
+                }
+            }
+            let Some(cursor) = self.cursor.as_mut() else {
+                return Ok(None);
+            };
+            let is_last = self.seg_index + 1 == self.segments.len();
+            match cursor.next(self.reader.chainer.as_ref())? {
+                Step::Block(b) => return Ok(Some(b)),
+                Step::End if is_last => return Ok(None),
+                Step::End => {
+                    let point = ChainPoint {
+                        next_seq: cursor.next_seq,
+                        last_ts: cursor.last_ts,
+                        link: cursor.prev_link,
+                    };
+                    self.seg_index += 1;
+                    self.cursor = self.open_segment(Some(point))?;
+                    if self.cursor.is_none() {
+                        return Ok(None);
+                    }
+                }
+                Step::Damaged { offset, detail } => {
+                    let seq = cursor.next_seq;
+                    let path = cursor.segment().path.clone();
+                    if is_last && cursor.intact_block_after(offset)?.is_none() {
+                        // The end of what the writer has finished writing.
+                        return Ok(None);
+                    }
+                    let kind = if is_last {
+                        CorruptionKind::DamageBeforeIntactData { detail }
+                    } else {
+                        CorruptionKind::BlockHeader(detail)
+                    };
+                    return Err(Corruption {
+                        segment: path,
+                        offset,
+                        seq: Some(seq),
+                        kind,
+                    }
+                    .into());
+                }
+            }
+        }
+    }
+
+    fn next_record(&mut self) -> Result<Option<LogRecord>> {
+        loop {
+            if self.block.is_none() {
+                match self.next_block()? {
+                    Some(b) => {
+                        self.frame_at = b.frames_at;
+                        self.frame_index = 0;
+                        self.block = Some(b);
+                    }
+                    None => return Ok(None),
+                }
+            }
+            let Some(block) = self.block.as_ref() else {
+                return Ok(None);
+            };
+            if self.frame_index == block.header.count {
+                self.block = None;
+                continue;
+            }
+            let bytes = block.chunk.bytes();
+            let at = self.frame_at;
+            let payload_len = format::u32_at(bytes, at) as usize;
+            let record = LogRecord {
+                chunk: Arc::clone(&block.chunk),
+                payload_at: at + FRAME_HEADER_LEN,
+                payload_len,
+                seq: block.header.first_seq + u64::from(self.frame_index),
+                ts_ns: block.header.first_ts + u64::from(format::u32_at(bytes, at + 8)),
+                record_type: format::u16_at(bytes, at + 4),
+            };
+            self.frame_at += format::frame_len(payload_len);
+            self.frame_index += 1;
+            let (key, lo, hi) = match self.range {
+                Range::Seq { lo, hi } => (record.seq, lo, hi),
+                Range::Time { lo, hi } => (record.ts_ns, lo, hi),
+            };
+            if key < lo {
+                continue;
+            }
+            if hi.is_some_and(|hi| key > hi) {
+                return Ok(None);
+            }
+            return Ok(Some(record));
+        }
+    }
+}
+
+impl Iterator for Records {
+    type Item = Result<LogRecord>;
+
+    fn next(&mut self) -> Option<Result<LogRecord>> {
+        if self.done {
+            return None;
+        }
+        match self.next_record() {
+            Ok(Some(r)) => Some(Ok(r)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! Reading segment files: the directory listing, headers, footers and a cursor that
+//! walks and checks blocks. Recovery, readers and `verify` all read through here, so
+//! they agree on what is intact, what is a torn tail and what is damage.
+
+use std::fs::{self, File};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::chain::{Chainer, Link};
+use crate::error::{Corruption, CorruptionKind, Error, Result};
+use crate::format::{
+    self, BLOCK_HEADER_LEN, BLOCK_MAGIC, BlockHeader, FORMAT_VERSION, FRAME_HEADER_LEN, Footer,
+    SEGMENT_HEADER_LEN, SegmentHeader, TRAILER_LEN,
+};
+
+/// Name of the writer's lock file inside a log directory.
+pub const LOCK_FILE_NAME: &str = "LOCK";
+
+/// A segment file found in a log directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentEntry {
+    /// First seq, from the file name.
+    pub first_seq: u64,
+    /// Full path.
+    pub path: PathBuf,
+}
+
+/// Lists the segments of `dir`, sorted by first seq.
+///
+/// Subdirectories and dotfiles are ignored (higher layers keep their own state in
+/// subdirectories). Any other file that is neither a segment nor the lock file makes the
+/// directory "not a log" when there is no segment at all; beside segments it is ignored.
+pub fn list_segments(dir: &Path) -> Result<Vec<SegmentEntry>> {
+    let entries = fs::read_dir(dir).map_err(|e| Error::io("list log directory", dir, e))?;
+    let mut segments = Vec::new();
+    let mut foreign: Option<String> = None;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list log directory", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            foreign.get_or_insert_with(|| format!("{:?}", entry.file_name()));
+            continue;
+        };
+        let file_type = entry
+            .file_type()
+            .map_err(|e| Error::io("inspect", entry.path(), e))?;
+        if file_type.is_dir() || name.starts_with('.') || name == LOCK_FILE_NAME {
+            continue;
+        }
+        match format::parse_segment_file_name(name) {
+            Some(first_seq) => segments.push(SegmentEntry {
+                first_seq,
+                path: entry.path(),
+            }),
+            None => {
+                foreign.get_or_insert_with(|| name.to_owned());
+            }
+        }
+    }
+    if segments.is_empty()
+        && let Some(name) = foreign
+    {
+        return Err(Error::NotALog {
+            dir: dir.to_owned(),
+            reason: format!("it holds {name:?}, which is not a segment file"),
+        });
+    }
+    segments.sort_by_key(|s| s.first_seq);
+    Ok(segments)
+}
+
+/// A buffer whose start is 8-byte aligned, so frames read into it keep their alignment.
+#[derive(Debug, Default)]
+pub(crate) struct AlignedBuf {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    /// Fills the buffer with up to `want` bytes of `file` from `offset`; returns how many
+    /// were available.
+    fn fill(&mut self, file: &File, path: &Path, offset: u64, want: usize) -> Result<usize> {
+        self.words.clear();
+        self.words.resize(want.div_ceil(8), 0);
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
+        let buf = &mut buf[..want];
+        let mut got = 0;
+        while got < want {
+            match file.read_at(&mut buf[got..], offset + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("read segment", path, e)),
+            }
+        }
+        self.len = got;
+        Ok(got)
+    }
+}
+
+/// An open segment file with its checked header.
+#[derive(Debug)]
+pub(crate) struct SegmentFile {
+    pub(crate) path: PathBuf,
+    pub(crate) file: File,
+    pub(crate) len: u64,
+    pub(crate) header: SegmentHeader,
+}
+
+/// What a segment header check found when the header may be a torn creation.
+#[derive(Debug)]
+pub(crate) enum HeaderState {
+    Ok(SegmentFile),
+    /// The file is shorter than a header, or all zero: a creation a crash cut short.
+    Torn { path: PathBuf, len: u64 },
+}
+
+impl SegmentFile {
+    /// Opens a segment and checks its header against its name and the expected key id.
+    /// With `allow_missing_key`, a keyed segment opened without a key is accepted (its
+    /// checksums can be checked, its chain cannot).
+    pub(crate) fn open(
+        entry: &SegmentEntry,
+        key_id: Option<[u8; 32]>,
+        allow_missing_key: bool,
+    ) -> Result<HeaderState> {
+        let path = entry.path.clone();
+        let file = File::open(&path).map_err(|e| Error::io("open segment", &path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("inspect segment", &path, e))?
+            .len();
+        let mut head = [0u8; SEGMENT_HEADER_LEN];
+        let want = usize::try_from(len.min(SEGMENT_HEADER_LEN as u64)).unwrap_or(0);
+        file.read_exact_at(&mut head[..want], 0)
+            .map_err(|e| Error::io("read segment header", &path, e))?;
+        if want < SEGMENT_HEADER_LEN || head.iter().all(|&b| b == 0) {
+            return Ok(HeaderState::Torn { path, len });
+        }
+        let corrupt = |kind| Corruption {
+            segment: path.clone(),
+            offset: 0,
+            seq: Some(entry.first_seq),
+            kind,
+        };
+        if head[0..8] == format::SEGMENT_MAGIC {
+            let version = format::u32_at(&head, 8);
+            if version > FORMAT_VERSION {
+                return Err(Error::UnsupportedVersion {
+                    segment: path,
+                    found: version,
+                    supported: FORMAT_VERSION,
+                });
+            }
+        }
+        let header = SegmentHeader::decode(&head)
+            .map_err(|why| Error::from(corrupt(CorruptionKind::SegmentHeader(why))))?;
+        if header.version == 0 {
+            return Err(corrupt(CorruptionKind::SegmentHeader("version 0".to_owned())).into());
+        }
+        if header.first_seq != entry.first_seq {
+            return Err(corrupt(CorruptionKind::SegmentName {
+                header_first_seq: header.first_seq,
+            })
+            .into());
+        }
+        match (header.is_keyed(), key_id) {
+            (true, None) if !allow_missing_key => {
+                return Err(Error::KeyRequired { segment: path });
+            }
+            (false, Some(_)) => return Err(Error::NotKeyed { segment: path }),
+            (true, Some(id)) if id != header.key_id => {
+                return Err(Error::WrongKey { segment: path });
+            }
+            _ => {}
+        }
+        Ok(HeaderState::Ok(SegmentFile {
+            path,
+            file,
+            len,
+            header,
+        }))
+    }
+
+    /// Reads the footer if the segment ends with a trailer. `Ok(None)`: no trailer.
+    /// A trailer whose footer fails its checks is an error.
+    pub(crate) fn read_footer(&self) -> Result<Option<(Footer, u64)>> {
+        let corrupt = |offset, why: String| {
+            Error::from(Corruption {
+                segment: self.path.clone(),
+                offset,
+                seq: None,
+                kind: CorruptionKind::Footer(why),
+            })
+        };
+        let min = (SEGMENT_HEADER_LEN + TRAILER_LEN) as u64;
+        if self.len < min {
+            return Ok(None);
+        }
+        let mut tail = [0u8; TRAILER_LEN];
+        let tail_at = self.len - TRAILER_LEN as u64;
+        self.file
+            .read_exact_at(&mut tail, tail_at)
+            .map_err(|e| Error::io("read segment footer", &self.path, e))?;
+        let Some((body_len, crc)) = Footer::trailer_body_len(&tail) else {
+            return Ok(None);
+        };
+        let body_len_u64 = body_len as u64;
+        if body_len_u64 > tail_at - SEGMENT_HEADER_LEN as u64 || !body_len.is_multiple_of(format::ALIGN) {
+            return Err(corrupt(tail_at, format!("impossible footer length {body_len}")));
+        }
+        let start = tail_at - body_len_u64;
+        let mut body = vec![0u8; body_len];
+        self.file
+            .read_exact_at(&mut body, start)
+            .map_err(|e| Error::io("read segment footer", &self.path, e))?;
+        let footer = Footer::decode(&body, crc).map_err(|why| corrupt(start, why))?;
+        Ok(Some((footer, start)))
+    }
+}
+
+/// A block that passed its checks, with its frames in a shared aligned buffer.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckedBlock {
+    pub(crate) offset: u64,
+    pub(crate) header: BlockHeader,
+    pub(crate) chunk: Arc<AlignedBuf>,
+    /// Index of the block's first frame byte in `chunk`.
+    pub(crate) frames_at: usize,
+}
+
+impl CheckedBlock {
+    pub(crate) fn frames(&self) -> &[u8] {
+        &self.chunk.bytes()[self.frames_at..self.frames_at + self.header.frames_len as usize]
+    }
+}
+
+/// The outcome of reading the next block.
+#[derive(Debug)]
+pub(crate) enum Step {
+    Block(CheckedBlock),
+    /// No more bytes before the end of the block region.
+    End,
+    /// The bytes at `offset` are not an intact block (torn or damaged); the caller
+    /// decides which with [`BlockCursor::intact_block_after`].
+    Damaged { offset: u64, detail: String },
+}
+
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Walks the blocks of one segment in order, checking each as it goes.
+#[derive(Debug)]
+pub(crate) struct BlockCursor {
+    seg: Arc<SegmentFile>,
+    chunk: Arc<AlignedBuf>,
+    chunk_offset: u64,
+    /// Offset of the next block.
+    pub(crate) pos: u64,
+    /// End of the block region (footer start, or file length for an active segment).
+    pub(crate) end: u64,
+    /// Seq the next block must start with.
+    pub(crate) next_seq: u64,
+    /// Timestamp of the last record seen.
+    pub(crate) last_ts: u64,
+    /// Link of the last block seen.
+    pub(crate) prev_link: Link,
+}
+
+impl BlockCursor {
+    /// A cursor at `pos` that expects `next_seq` and continues the chain from `prev_link`.
+    pub(crate) fn new(
+        seg: Arc<SegmentFile>,
+        pos: u64,
+        end: u64,
+        next_seq: u64,
+        last_ts: u64,
+        prev_link: Link,
+    ) -> BlockCursor {
+        BlockCursor {
+            seg,
+            chunk: Arc::new(AlignedBuf::default()),
+            chunk_offset: 0,
+            pos,
+            end,
+            next_seq,
+            last_ts,
+            prev_link,
+        }
+    }
+
+    fn corrupt(&self, offset: u64, seq: Option<u64>, kind: CorruptionKind) -> Error {
+        Error::Corrupt(Corruption {
+            segment: self.seg.path.clone(),
+            offset,
+            seq,
+            kind,
+        })
+    }
+
+    /// Makes `[offset, offset + n)` available in the chunk; returns its start index, or
+    /// `None` if the file ends first.
+    fn window(&mut self, offset: u64, n: usize) -> Result<Option<usize>> {
+        let have_from = self.chunk_offset;
+        let have_to = self.chunk_offset + self.chunk.bytes().len() as u64;
+        if offset >= have_from && offset + n as u64 <= have_to {
+            return Ok(Some(usize::try_from(offset - have_from).unwrap_or(usize::MAX)));
+        }
+        let remaining = usize::try_from(self.end - offset).unwrap_or(usize::MAX);
+        let want = n.max(CHUNK_BYTES).min(remaining.max(n));
+        // Reuse the allocation when no record borrows the old chunk any more.
+        let buf = match Arc::get_mut(&mut self.chunk) {
+            Some(buf) => buf,
+            None => {
+                self.chunk = Arc::new(AlignedBuf::default());
+                Arc::get_mut(&mut self.chunk).expect("a fresh Arc is unique")
+            }
+        };
+        let got = buf.fill(&self.seg.file, &self.seg.path, offset, want)?;
+        self.chunk_offset = offset;
+        Ok((got >= n).then_some(0))
+    }
+
+    /// Reads and checks the next block. With a `chainer` the chain link is recomputed;
+    /// without one (a keyed log read without its key) only checksums are checked.
+    pub(crate) fn next(&mut self, chainer: Option<&Chainer>) -> Result<Step> {
+        let offset = self.pos;
+        if offset >= self.end {
+            return Ok(Step::End);
+        }
+        let damaged = |detail: String| Ok(Step::Damaged { offset, detail });
+        if self.end - offset < BLOCK_HEADER_LEN as u64 {
+            return damaged("incomplete block header".to_owned());
+        }
+        let Some(at) = self.window(offset, BLOCK_HEADER_LEN)? else {
+            return damaged("incomplete block header".to_owned());
+        };
+        let header = match BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN]) {
+            Ok(h) => h,
+            Err(why) => return damaged(why),
+        };
+        let total = header.total_len() as u64;
+        if total > self.end - offset {
+            return damaged(format!(
+                "block of {total} bytes runs past the end of the data"
+            ));
+        }
+        if header.first_seq != self.next_seq {
+            return Err(self.corrupt(
+                offset,
+                Some(header.first_seq),
+                CorruptionKind::SeqGap {
+                    expected: self.next_seq,
+                    found: header.first_seq,
+                },
+            ));
+        }
+        if header.first_ts < self.last_ts {
+            return Err(self.corrupt(
+                offset,
+                Some(header.first_seq),
+                CorruptionKind::TimestampDecrease,
+            ));
+        }
+        let Some(at) = self.window(offset, header.total_len())? else {
+            return damaged("block runs past the end of the file".to_owned());
+        };
+        let frames_at = at + BLOCK_HEADER_LEN;
+        let frames = &self.chunk.bytes()[frames_at..frames_at + header.frames_len as usize];
+        if let Err((frame_offset, seq, why)) = check_frames(&header, frames) {
+            return damaged(format!(
+                "frame at byte {} (seq {seq}): {why}",
+                offset + BLOCK_HEADER_LEN as u64 + frame_offset as u64
+            ));
+        }
+        if let Some(chainer) = chainer {
+            let link = chainer.link(frames, &header.chain_meta(), &self.prev_link);
+            if link != header.link {
+                return Err(self.corrupt(
+                    offset,
+                    Some(header.first_seq),
+                    CorruptionKind::ChainMismatch,
+                ));
+            }
+        }
+        self.pos = offset + total;
+        self.next_seq = header.last_seq() + 1;
+        self.last_ts = header.last_ts;
+        self.prev_link = header.link;
+        Ok(Step::Block(CheckedBlock {
+            offset,
+            header,
+            chunk: Arc::clone(&self.chunk),
+            frames_at,
+        }))
+    }
+
+    /// Moves past whole blocks that end before `seq`, reading only their headers. The
+    /// block the cursor stops at is checked in full by the next [`BlockCursor::next`];
+    /// its chain starts from the link stored in the last skipped header.
+    pub(crate) fn skip_before(&mut self, until: impl Fn(&BlockHeader) -> bool) -> Result<()> {
+        while self.pos < self.end && self.end - self.pos >= BLOCK_HEADER_LEN as u64 {
+            let Some(at) = self.window(self.pos, BLOCK_HEADER_LEN)? else {
+                return Ok(());
+            };
+            let Ok(header) = BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN])
+            else {
+                return Ok(()); // `next` reports it
+            };
+            if header.first_seq != self.next_seq
+                || header.total_len() as u64 > self.end - self.pos
+                || !until(&header)
+            {
+                return Ok(());
+            }
+            self.pos += header.total_len() as u64;
+            self.next_seq = header.last_seq() + 1;
+            self.last_ts = header.last_ts;
+            self.prev_link = header.link;
+        }
+        Ok(())
+    }
+
+    /// The segment this cursor reads.
+    pub(crate) fn segment(&self) -> &SegmentFile {
+        &self.seg
+    }
+
+    /// Whether an intact-looking block header (magic and checksum) starts anywhere in
+    /// `(offset, end)`. Used to tell a torn tail (nothing intact follows the damage) from
+    /// damage in the middle of the data.
+    pub(crate) fn intact_block_after(&mut self, offset: u64) -> Result<Option<u64>> {
+        let mut at = offset + format::ALIGN as u64;
+        while at + BLOCK_HEADER_LEN as u64 <= self.end {
+            let n = usize::try_from((self.end - at).min(CHUNK_BYTES as u64)).unwrap_or(0);
+            let Some(start) = self.window(at, n)? else {
+                return Ok(None);
+            };
+            let bytes = &self.chunk.bytes()[start..start + n];
+            let mut i = 0;
+            while i + BLOCK_HEADER_LEN <= n {
+                if bytes[i..i + 4] == BLOCK_MAGIC
+                    && BlockHeader::decode(&bytes[i..i + BLOCK_HEADER_LEN]).is_ok()
+                {
+                    return Ok(Some(at + i as u64));
+                }
+                i += format::ALIGN;
+            }
+            at += i as u64;
+        }
+        Ok(None)
+    }
+}
+
+/// Checks every frame of a block: checksums, lengths, padding, timestamps and count.
+/// On failure returns the frame's offset within the frames region, its seq and why.
+pub(crate) fn check_frames(
+    header: &BlockHeader,
+    frames: &[u8],
+) -> std::result::Result<(), (usize, u64, String)> {
+    let mut at = 0usize;
+    let mut prev_delta = 0u32;
+    for i in 0..header.count {
+        let seq = header.first_seq + u64::from(i);
+        let (fh, len) =
+            format::decode_frame(&frames[at..], seq).map_err(|why| (at, seq, why))?;
+        if fh.ts_delta < prev_delta || (i == 0 && fh.ts_delta != 0) {
+            return Err((at, seq, "timestamp out of order within its block".to_owned()));
+        }
+        prev_delta = fh.ts_delta;
+        at += len;
+    }
+    if at != frames.len() {
+        return Err((at, header.last_seq(), "frames do not fill their block".to_owned()));
+    }
+    if header.first_ts + u64::from(prev_delta) != header.last_ts {
+        return Err((
+            at - FRAME_HEADER_LEN.min(at),
+            header.last_seq(),
+            "last frame's timestamp disagrees with the block header".to_owned(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! The file layer under the writer.
+//!
+//! The writer reaches the disk only through [`Storage`] and [`WriteFile`], so tests can
+//! swap in [`FaultyStorage`], which injects short writes, `ENOSPC` and failing fsyncs,
+//! and remembers how many bytes of each file were made durable so a test can build the
+//! image a power loss would leave (only synced bytes survive, the pending write is torn).
+//! Readers and recovery read with plain `std::fs`: reads have no side effects to fake.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+/// Creates, extends and syncs segment files.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Creates a new file (it must not exist), owner-only (0600), for appending.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>>;
+    /// Opens an existing file for appending at its end.
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>>;
+    /// Makes the directory's entries (created, renamed files) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Makes a file read-only (0400): done to a segment when it is sealed.
+    fn set_read_only(&self, path: &Path) -> io::Result<()>;
+}
+
+/// A file open for appending.
+pub trait WriteFile: Send + fmt::Debug {
+    /// Appends all of `buf` at the end of the file.
+    fn append(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Makes the file's data durable (`fdatasync`).
+    fn sync_data(&mut self) -> io::Result<()>;
+    /// Cuts the file to `len` bytes. Only recovery calls this, on a torn tail.
+    fn truncate(&mut self, len: u64) -> io::Result<()>;
+}
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsStorage;
+
+#[derive(Debug)]
+struct OsFile {
+    file: File,
+}
+
+impl Storage for OsStorage {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(Box::new(OsFile { file }))
+    }
+
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new().read(true).append(true).open(path)?;
+        Ok(Box::new(OsFile { file }))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn set_read_only(&self, path: &Path) -> io::Result<()> {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o400))
+    }
+}
+
+impl WriteFile for OsFile {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.file.write_all(buf)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+}
+
+/// A fault to inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The next append writes only this many bytes of its buffer, then fails with `ENOSPC`.
+    ShortWriteThenNoSpace {
+        /// Bytes that reach the file before the failure.
+        written_bytes: usize,
+    },
+    /// The next fsync fails with `EIO` (and, as on Linux, the dirty data may be gone).
+    SyncFails,
+}
+
+/// A [`Storage`] over the real file system that injects faults and tracks durability.
+///
+/// Arm a fault with [`FaultyStorage::arm`]; it fires once, on the first matching call
+/// after `after_ops` further calls of that kind. [`FaultyStorage::durable_len`] tells how
+/// many bytes of a file an fsync has covered, which a test uses to build a crash image.
+#[derive(Debug, Clone, Default)]
+pub struct FaultyStorage {
+    state: Arc<FaultState>,
+}
+
+#[derive(Debug, Default)]
+struct FaultState {
+    armed: Mutex<Option<(Fault, u64)>>,
+    durable: Mutex<HashMap<PathBuf, u64>>,
+    appends: AtomicU64,
+    syncs: AtomicU64,
+}
+
+impl FaultyStorage {
+    /// A storage with no fault armed.
+    pub fn new() -> FaultyStorage {
+        FaultyStorage::default()
+    }
+
+    /// Arms `fault` to fire after `after_ops` more calls of its kind (append or fsync).
+    pub fn arm(&self, fault: Fault, after_ops: u64) {
+        *self.state.armed.lock() = Some((fault, after_ops));
+    }
+
+    /// Whether the armed fault has fired.
+    pub fn fired(&self) -> bool {
+        self.state.armed.lock().is_none()
+    }
+
+    /// Bytes of `path` known durable: its length at its last successful fsync.
+    pub fn durable_len(&self, path: &Path) -> u64 {
+        self.state.durable.lock().get(path).copied().unwrap_or(0)
+    }
+
+    /// Number of appends and fsyncs seen so far.
+    pub fn op_counts(&self) -> (u64, u64) {
+        (
+            self.state.appends.load(Ordering::Relaxed),
+            self.state.syncs.load(Ordering::Relaxed),
+        )
+    }
+
+    fn take(&self, is_sync: bool) -> Option<Fault> {
+        let mut armed = self.state.armed.lock();
+        let (fault, after) = (*armed)?;
+        if matches!(fault, Fault::SyncFails) != is_sync {
+            return None;
+        }
+        if after == 0 {
+            *armed = None;
+            Some(fault)
+        } else {
+            *armed = Some((fault, after - 1));
+            None
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FaultyFile {
+    inner: OsFile,
+    path: PathBuf,
+    len: u64,
+    storage: FaultyStorage,
+}
+
+impl Storage for FaultyStorage {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(Box::new(FaultyFile {
+            inner: OsFile { file },
+            path: path.to_owned(),
+            len: 0,
+            storage: self.clone(),
+        }))
+    }
+
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new().read(true).append(true).open(path)?;
+        let len = file.metadata()?.len();
+        // What existed before this storage saw the file counts as durable.
+        self.state.durable.lock().insert(path.to_owned(), len);
+        Ok(Box::new(FaultyFile {
+            inner: OsFile { file },
+            path: path.to_owned(),
+            len,
+            storage: self.clone(),
+        }))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        OsStorage.sync_dir(dir)
+    }
+
+    fn set_read_only(&self, path: &Path) -> io::Result<()> {
+        OsStorage.set_read_only(path)
+    }
+}
+
+impl WriteFile for FaultyFile {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.storage.state.appends.fetch_add(1, Ordering::Relaxed);
+        if let Some(Fault::ShortWriteThenNoSpace { written_bytes }) = self.storage.take(false) {
+            let n = written_bytes.min(buf.len());
+            self.inner.append(&buf[..n])?;
+            self.len += n as u64;
+            return Err(io::Error::from_raw_os_error(28)); // ENOSPC
+        }
+        self.inner.append(buf)?;
+        self.len += buf.len() as u64;
+        Ok(())
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.storage.state.syncs.fetch_add(1, Ordering::Relaxed);
+        if self.storage.take(true).is_some() {
+            return Err(io::Error::from_raw_os_error(5)); // EIO
+        }
+        self.inner.sync_data()?;
+        self.storage
+            .state
+            .durable
+            .lock()
+            .insert(self.path.clone(), self.len);
+        Ok(())
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.inner.truncate(len)?;
+        self.len = len;
+        let mut durable = self.storage.state.durable.lock();
+        if let Some(d) = durable.get_mut(&self.path) {
+            *d = (*d).min(len);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1011 @@
+//! The writer: [`Log`], its options and its recovery on open.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::chain::{ChainKey, Chainer, Digest, GENESIS_LINK, Link};
+use crate::error::{Corruption, CorruptionKind, Error, Result};
+use crate::format::{
+    self, BLOCK_HEADER_LEN, BlockHeader, FLAG_KEYED, FORMAT_VERSION, Footer, FrameHeader,
+    IndexEntry, MAX_RECORD_BYTES_LIMIT, SEGMENT_HEADER_LEN, SegmentHeader,
+};
+use crate::scan::{self, ChainPoint, Tail};
+use crate::segment::{self, HeaderState, LOCK_FILE_NAME, SegmentEntry, SegmentFile};
+use crate::storage::{OsStorage, Storage, WriteFile};
+use crate::{Record, Seq};
+
+/// When appended records reach the operating system and the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Records collect in memory and are written to the OS when the write buffer fills,
+    /// on [`Log::flush`], [`Log::sync`], a segment roll and close. Fastest; a crash of
+    /// the process loses what was still buffered.
+    Buffered,
+    /// Every append call (one record or one batch) is written to the OS before it
+    /// returns: a process crash loses nothing, a power loss may lose what was not synced.
+    #[default]
+    Flush,
+    /// Every append call is written and `fdatasync`ed before it returns: group commit,
+    /// one fdatasync per batch. Nothing acknowledged is lost to a crash or power loss.
+    Sync,
+}
+
+/// Options for [`Log::open`].
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    pub(crate) segment_bytes_max: u64,
+    pub(crate) segment_age_max_ns: Option<u64>,
+    pub(crate) durability: Durability,
+    pub(crate) key: Option<ChainKey>,
+    pub(crate) index_interval_bytes: u64,
+    pub(crate) record_bytes_max: usize,
+    pub(crate) block_bytes_max: usize,
+    pub(crate) write_buffer_bytes: usize,
+    pub(crate) verify_on_open: bool,
+    pub(crate) storage: Arc<dyn Storage>,
+}
+
+impl Default for LogOptions {
+    fn default() -> LogOptions {
+        LogOptions {
+            segment_bytes_max: 64 << 20,
+            segment_age_max_ns: None,
+            durability: Durability::default(),
+            key: None,
+            index_interval_bytes: 64 << 10,
+            record_bytes_max: 16 << 20,
+            block_bytes_max: 64 << 10,
+            write_buffer_bytes: 1 << 20,
+            verify_on_open: false,
+            storage: Arc::new(OsStorage),
+        }
+    }
+}
+
+impl LogOptions {
+    /// Default options: 64 MiB segments, `Flush` durability, unkeyed, 16 MiB records.
+    pub fn new() -> LogOptions {
+        LogOptions::default()
+    }
+
+    /// Size at which the active segment is sealed and a new one started (default 64 MiB).
+    /// A single record larger than this gets a segment of its own.
+    pub fn segment_bytes_max(mut self, bytes: u64) -> Self {
+        self.segment_bytes_max = bytes;
+        self
+    }
+
+    /// Seal the active segment once its records span this many nanoseconds of record
+    /// time (default: no age limit).
+    pub fn segment_age_max_ns(mut self, ns: Option<u64>) -> Self {
+        self.segment_age_max_ns = ns;
+        self
+    }
+
+    /// The durability mode (default [`Durability::Flush`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Mix a secret key into every chain link (default: unkeyed).
+    pub fn key(mut self, key: Option<ChainKey>) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Bytes between entries of a sealed segment's sparse index (default 64 KiB).
+    pub fn index_interval_bytes(mut self, bytes: u64) -> Self {
+        self.index_interval_bytes = bytes;
+        self
+    }
+
+    /// Largest payload accepted (default 16 MiB, at most 1 GiB).
+    pub fn record_bytes_max(mut self, bytes: usize) -> Self {
+        self.record_bytes_max = bytes;
+        self
+    }
+
+    /// Frames per block are cut at about this many bytes (default 64 KiB): the chain's
+    /// granularity, and the unit a digest and a reader's seek can point at.
+    pub fn block_bytes_max(mut self, bytes: usize) -> Self {
+        self.block_bytes_max = bytes;
+        self
+    }
+
+    /// In `Buffered` mode, bytes held in memory before they are written (default 1 MiB).
+    pub fn write_buffer_bytes(mut self, bytes: usize) -> Self {
+        self.write_buffer_bytes = bytes;
+        self
+    }
+
+    /// Verify every sealed segment's content and chain on open, not only the structure
+    /// (default false: open checks every header and footer and the whole active segment).
+    pub fn verify_on_open(mut self, verify: bool) -> Self {
+        self.verify_on_open = verify;
+        self
+    }
+
+    /// The file layer (default: the real file system). Tests pass a
+    /// [`FaultyStorage`](crate::storage::FaultyStorage).
+    pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = storage;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::InvalidOptions { reason });
+        if self.record_bytes_max == 0 || self.record_bytes_max > MAX_RECORD_BYTES_LIMIT {
+            return bad(format!(
+                "record_bytes_max {} must be between 1 and {MAX_RECORD_BYTES_LIMIT}",
+                self.record_bytes_max
+            ));
+        }
+        if self.segment_bytes_max < 4096 {
+            return bad(format!(
+                "segment_bytes_max {} must be at least 4096",
+                self.segment_bytes_max
+            ));
+        }
+        if self.block_bytes_max == 0 || self.block_bytes_max > 64 << 20 {
+            return bad(format!(
+                "block_bytes_max {} must be between 1 and 64 MiB",
+                self.block_bytes_max
+            ));
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index_interval_bytes must be positive".to_owned());
+        }
+        if self.segment_age_max_ns == Some(0) {
+            return bad("segment_age_max_ns must be positive".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// What [`Log::open`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Segment files in the log after open (including a newly created active one).
+    pub segments: usize,
+    /// The last seq in the log, if it holds any record.
+    pub last_seq: Option<Seq>,
+    /// Bytes of an incomplete trailing write cut from the active segment.
+    pub torn_bytes_cut: u64,
+    /// Why the cut bytes were not an intact block, with their offset.
+    pub torn_detail: Option<String>,
+    /// Whether the directory was created (or held no segment) and a new log started.
+    pub created: bool,
+}
+
+/// The one block being filled, at the end of the write buffer.
+#[derive(Debug, Clone, Copy)]
+struct OpenBlock {
+    /// Index of the block header in the write buffer.
+    start: usize,
+    first_seq: u64,
+    first_ts: u64,
+    last_ts: u64,
+    count: u32,
+}
+
+#[derive(Debug)]
+struct Active {
+    path: PathBuf,
+    file: Box<dyn WriteFile>,
+    first_seq: u64,
+    /// Bytes of the file handed to the OS.
+    written_len: u64,
+    record_count: u64,
+    block_count: u64,
+    first_ts: Option<u64>,
+    /// Records per type, indexed by type.
+    type_counts: Vec<u64>,
+    index: Vec<IndexEntry>,
+    last_indexed_offset: Option<u64>,
+}
+
+/// The writer of a log directory. There is one per directory, enforced by a lock file.
+///
+/// Appends are `&mut self`: the host owns the writer on one thread (the recorder's
+/// writer thread) and batches; readers open the directory separately with
+/// [`LogReader`](crate::LogReader).
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    opts: LogOptions,
+    chainer: Chainer,
+    key_id: [u8; 32],
+    _lock: File,
+    active: Active,
+    segments: usize,
+    buf: Vec<u8>,
+    open_block: Option<OpenBlock>,
+    next_seq: u64,
+    last_ts: u64,
+    /// Link of the last finished block.
+    last_link: Link,
+    /// Last seq of the last finished block, with its link: what [`Log::digest`] reports
+    /// once written.
+    written: Option<Digest>,
+    durable_seq: Option<u64>,
+    poisoned: Option<Arc<io::Error>>,
+}
+
+impl Log {
+    /// Opens the log in `dir`, creating it (mode 0700) if needed, and recovers it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotALog`] if the directory holds something else (it is left
+    /// untouched), [`Error::Locked`] if another writer holds it, [`Error::Corrupt`] on
+    /// damage that is not a torn tail, key errors, and I/O errors.
+    pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<(Log, Recovery)> {
+        opts.validate()?;
+        let dir = dir.as_ref().to_owned();
+        let mut created = false;
+        match fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::NotALog {
+                    dir,
+                    reason: "it is not a directory".to_owned(),
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&dir)
+                    .map_err(|e| Error::io("create log directory", &dir, e))?;
+                created = true;
+            }
+            Err(e) => return Err(Error::io("inspect log directory", &dir, e)),
+        }
+        // Refuse a foreign directory before writing anything into it.
+        for entry in segment::list_segments(&dir)? {
+            precheck_header(&entry)?;
+        }
+        let lock = lock_dir(&dir)?;
+        let key_id = opts.key.as_ref().map(ChainKey::id);
+        let chainer = Chainer::new(opts.key.as_ref());
+        let recovered = recover(&dir, key_id, &chainer, opts.verify_on_open)?;
+        created |= recovered.segments.is_empty();
+        let storage = Arc::clone(&opts.storage);
+        let mut torn_bytes_cut = 0;
+        let mut torn_detail = None;
+        let mut segments = recovered.segments.len();
+        let point = recovered.point;
+        let active = match recovered.last {
+            Some(last) if !last.sealed => {
+                let mut file = storage
+                    .open_append(&last.path)
+                    .map_err(|e| Error::io("open segment for writing", &last.path, e))?;
+                if let Some((offset, detail)) = last.torn {
+                    // IMPORTANT: the cut is made durable before anything new is written
+                    // after it, so a second crash cannot resurrect the torn bytes.
+                    torn_bytes_cut = last.file_len - offset;
+                    torn_detail = Some(format!("at byte {offset}: {detail}"));
+                    file.truncate(offset)
+                        .and_then(|()| file.sync_data())
+                        .map_err(|e| Error::io("cut torn tail of", &last.path, e))?;
+                }
+                let mut type_counts = Vec::new();
+                for (&t, &n) in &last.type_counts {
+                    bump(&mut type_counts, t, n);
+                }
+                let mut active = Active {
+                    path: last.path,
+                    file,
+                    first_seq: last.first_seq,
+                    written_len: last.data_end,
+                    record_count: last.record_count,
+                    block_count: last.blocks.len() as u64,
+                    first_ts: last.first_ts,
+                    type_counts,
+                    index: Vec::new(),
+                    last_indexed_offset: None,
+                };
+                for b in &last.blocks {
+                    add_index_entry(&mut active, *b, opts.index_interval_bytes);
+                }
+                if last.header_torn {
+                    // A creation cut short by a crash: write the header again.
+                    active
+                        .file
+                        .truncate(0)
+                        .map_err(|e| Error::io("rewrite torn header of", &active.path, e))?;
+                    torn_bytes_cut = last.file_len;
+                    torn_detail = Some("incomplete segment header".to_owned());
+                    write_segment_header(&mut active, &point, key_id, &dir, &*storage)?;
+                }
+                active
+            }
+            _ => {
+                segments += 1;
+                create_segment(&dir, &*storage, &point, key_id)?
+            }
+        };
+        let written = point.next_seq.checked_sub(1).map(|seq| Digest {
+            seq,
+            link: point.link,
+        });
+        let recovery = Recovery {
+            segments,
+            last_seq: written.map(|d| Seq(d.seq)),
+            torn_bytes_cut,
+            torn_detail,
+            created,
+        };
+        let log = Log {
+            dir,
+            chainer,
+            key_id: key_id.unwrap_or([0; 32]),
+            _lock: lock,
+            active,
+            segments,
+            buf: Vec::with_capacity(opts.write_buffer_bytes + opts.block_bytes_max),
+            open_block: None,
+            next_seq: point.next_seq,
+            last_ts: point.last_ts,
+            last_link: point.link,
+            written,
+            durable_seq: written.map(|d| d.seq),
+            poisoned: None,
+            opts,
+        };
+        Ok((log, recovery))
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The seq the next appended record will get.
+    pub fn next_seq(&self) -> Seq {
+        Seq(self.next_seq)
+    }
+
+    /// The highest seq known durable (fsynced), if any.
+    pub fn durable_seq(&self) -> Option<Seq> {
+        self.durable_seq.map(Seq)
+    }
+
+    /// The highest seq handed to the operating system, visible to readers.
+    pub fn written_seq(&self) -> Option<Seq> {
+        self.written.map(|d| Seq(d.seq))
+    }
+
+    /// The chain point after the last record written to the OS: `SEQ:HASH`, to be kept
+    /// and later checked with [`verify`](crate::verify()). `None` for an empty log.
+    pub fn digest(&self) -> Option<Digest> {
+        self.written
+    }
+
+    /// Number of segment files.
+    pub fn segment_count(&self) -> usize {
+        self.segments
+    }
+
+    /// Appends one record and returns its seq.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RecordTooLarge`], [`Error::TimestampRegression`] (nothing is written),
+    /// [`Error::Poisoned`] after an earlier I/O failure, and I/O errors (which poison).
+    pub fn append(&mut self, record: Record<'_>) -> Result<Seq> {
+        self.check_record(&record, self.last_ts)?;
+        self.check_poisoned()?;
+        let seq = self.push(&record)?;
+        self.end_of_call()?;
+        Ok(seq)
+    }
+
+    /// Appends records as one batch (one write, and in `Sync` mode one fdatasync) and
+    /// returns the seq of the last one; `None` for an empty batch.
+    ///
+    /// The batch is checked whole first: if any record is refused, none is appended.
+    ///
+    /// # Errors
+    ///
+    /// As [`Log::append`].
+    pub fn append_batch(&mut self, records: &[Record<'_>]) -> Result<Option<Seq>> {
+        let mut last_ts = self.last_ts;
+        for r in records {
+            self.check_record(r, last_ts)?;
+            last_ts = r.ts_ns;
+        }
+        self.check_poisoned()?;
+        let mut last = None;
+        for r in records {
+            last = Some(self.push(r)?);
+        }
+        self.end_of_call()?;
+        Ok(last)
+    }
+
+    /// Writes everything appended so far to the operating system.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, which poison the log.
+    pub fn flush(&mut self) -> Result<()> {
+        self.check_poisoned()?;
+        self.write_out()
+    }
+
+    /// A barrier: returns once every record appended before it is durable.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, which poison the log: a failed fsync is never retried, because the
+    /// kernel may have dropped the dirty data it could not write.
+    pub fn sync(&mut self) -> Result<Option<Seq>> {
+        self.check_poisoned()?;
+        self.write_out()?;
+        self.sync_active()?;
+        Ok(self.durable_seq())
+    }
+
+    /// Syncs everything and releases the directory. Dropping a `Log` writes its buffer
+    /// to the OS but cannot report errors and does not fsync: prefer `close`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Log::sync`].
+    pub fn close(mut self) -> Result<Option<Seq>> {
+        self.sync()
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(Error::Poisoned {
+                cause: Arc::clone(cause),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_record(&self, r: &Record<'_>, last_ts: u64) -> Result<()> {
+        if r.payload.len() > self.opts.record_bytes_max {
+            return Err(Error::RecordTooLarge {
+                size_bytes: r.payload.len(),
+                limit_bytes: self.opts.record_bytes_max,
+            });
+        }
+        if r.ts_ns < last_ts {
+            return Err(Error::TimestampRegression {
+                ts_ns: r.ts_ns,
+                last_ts_ns: last_ts,
+            });
+        }
+        Ok(())
+    }
+
+    /// Encodes one checked record into the write buffer, rolling the block and the
+    /// segment as needed.
+    fn push(&mut self, r: &Record<'_>) -> Result<Seq> {
+        let frame_len = format::frame_len(r.payload.len());
+        if self.active.record_count > 0 {
+            let too_old = match (self.opts.segment_age_max_ns, self.active.first_ts) {
+                (Some(age), Some(first)) => r.ts_ns - first >= age,
+                _ => false,
+            };
+            let size_after = self.active.written_len
+                + self.buf.len() as u64
+                + (BLOCK_HEADER_LEN + frame_len) as u64;
+            if too_old || size_after > self.opts.segment_bytes_max {
+                self.roll()?;
+            }
+        }
+        if let Some(b) = self.open_block {
+            let frames_len = self.buf.len() - b.start - BLOCK_HEADER_LEN;
+            if frames_len + frame_len > self.opts.block_bytes_max
+                || r.ts_ns - b.first_ts > u64::from(u32::MAX)
+            {
+                self.finish_block();
+            }
+        }
+        let seq = self.next_seq;
+        let block = match &mut self.open_block {
+            Some(b) => b,
+            None => {
+                let start = self.buf.len();
+                self.buf.resize(start + BLOCK_HEADER_LEN, 0);
+                self.open_block.insert(OpenBlock {
+                    start,
+                    first_seq: seq,
+                    first_ts: r.ts_ns,
+                    last_ts: r.ts_ns,
+                    count: 0,
+                })
+            }
+        };
+        let ts_delta = u32::try_from(r.ts_ns - block.first_ts)
+            .expect("blocks are cut before a ts delta exceeds u32");
+        block.count += 1;
+        block.last_ts = r.ts_ns;
+        let payload_len = u32::try_from(r.payload.len()).expect("checked against the 1 GiB limit");
+        format::encode_frame(
+            &mut self.buf,
+            FrameHeader {
+                payload_len,
+                record_type: r.record_type.0,
+                ts_delta,
+            },
+            seq,
+            r.payload,
+        );
+        self.next_seq += 1;
+        self.last_ts = r.ts_ns;
+        let a = &mut self.active;
+        a.record_count += 1;
+        a.first_ts.get_or_insert(r.ts_ns);
+        bump(&mut a.type_counts, r.record_type.0, 1);
+        if self.opts.durability == Durability::Buffered
+            && self.buf.len() >= self.opts.write_buffer_bytes
+        {
+            self.write_out()?;
+        }
+        Ok(Seq(seq))
+    }
+
+    /// Closes the open block: computes its chain link and fills in its header.
+    fn finish_block(&mut self) {
+        let Some(b) = self.open_block.take() else {
+            return;
+        };
+        let frames_len = u32::try_from(self.buf.len() - b.start - BLOCK_HEADER_LEN)
+            .expect("a block is at most block_bytes_max plus one record");
+        let mut header = BlockHeader {
+            frames_len,
+            count: b.count,
+            first_seq: b.first_seq,
+            first_ts: b.first_ts,
+            last_ts: b.last_ts,
+            link: [0; 32],
+        };
+        let (head, frames) = self.buf[b.start..].split_at_mut(BLOCK_HEADER_LEN);
+        header.link = self
+            .chainer
+            .link(frames, &header.chain_meta(), &self.last_link);
+        header.encode_into(head);
+        let offset = self.active.written_len + b.start as u64;
+        add_index_entry(
+            &mut self.active,
+            IndexEntry {
+                first_seq: b.first_seq,
+                first_ts: b.first_ts,
+                offset,
+                prev_link: self.last_link,
+            },
+            self.opts.index_interval_bytes,
+        );
+        self.active.block_count += 1;
+        self.last_link = header.link;
+    }
+
+    /// Finishes the open block and hands the whole buffer to the OS.
+    fn write_out(&mut self) -> Result<()> {
+        self.finish_block();
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.active.file.append(&self.buf) {
+            return Err(self.poison("write segment", e));
+        }
+        self.active.written_len += self.buf.len() as u64;
+        self.buf.clear();
+        if let Some(last) = self.next_seq.checked_sub(1) {
+            self.written = Some(Digest {
+                seq: last,
+                link: self.last_link,
+            });
+        }
+        Ok(())
+    }
+
+    fn sync_active(&mut self) -> Result<()> {
+        if let Err(e) = self.active.file.sync_data() {
+            return Err(self.poison("fsync segment", e));
+        }
+        self.durable_seq = self.written.map(|d| d.seq);
+        Ok(())
+    }
+
+    fn end_of_call(&mut self) -> Result<()> {
+        match self.opts.durability {
+            Durability::Buffered => Ok(()),
+            Durability::Flush => self.write_out(),
+            Durability::Sync => {
+                self.write_out()?;
+                self.sync_active()
+            }
+        }
+    }
+
+    fn poison(&mut self, op: &'static str, e: io::Error) -> Error {
+        self.poisoned = Some(Arc::new(io::Error::new(
+            e.kind(),
+            format!("{op} {}: {e}", self.active.path.display()),
+        )));
+        Error::io(op, &self.active.path, e)
+    }
+
+    /// Seals the active segment and starts the next one.
+    fn roll(&mut self) -> Result<()> {
+        self.write_out()?;
+        let a = &self.active;
+        let footer = Footer {
+            record_count: a.record_count,
+            block_count: a.block_count,
+            first_seq: a.first_seq,
+            last_seq: self.next_seq - 1,
+            first_ts: a.first_ts.unwrap_or(0),
+            last_ts: self.last_ts,
+            last_link: self.last_link,
+            type_counts: a
+                .type_counts
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(t, n)| (u16::try_from(t).unwrap_or(u16::MAX), *n))
+                .collect(),
+            index: a.index.clone(),
+        };
+        // IMPORTANT: the footer is fsynced and the file made read-only before the next
+        // segment exists, so a segment followed by another is always completely sealed.
+        if let Err(e) = self.active.file.append(&footer.encode()) {
+            return Err(self.poison("write footer of", e));
+        }
+        self.sync_active()?;
+        let sealed = self.active.path.clone();
+        if let Err(e) = self.opts.storage.set_read_only(&sealed) {
+            return Err(self.poison("make read-only", e));
+        }
+        let point = ChainPoint {
+            next_seq: self.next_seq,
+            last_ts: self.last_ts,
+            link: self.last_link,
+        };
+        let key_id = self.opts.key.as_ref().map(|_| self.key_id);
+        match create_segment(&self.dir, &*self.opts.storage, &point, key_id) {
+            Ok(active) => {
+                self.active = active;
+                self.segments += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.poisoned = Some(Arc::new(io::Error::other(e.to_string())));
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        if self.poisoned.is_none() {
+            // Best effort: errors cannot be reported from drop; `close` reports them.
+            let _ = self.write_out();
+        }
+    }
+}
+
+fn bump(counts: &mut Vec<u64>, t: u16, n: u64) {
+    let i = usize::from(t);
+    if counts.len() <= i {
+        counts.resize(i + 1, 0);
+    }
+    counts[i] += n;
+}
+
+fn add_index_entry(active: &mut Active, e: IndexEntry, interval: u64) {
+    let due = match active.last_indexed_offset {
+        None => true,
+        Some(last) => e.offset - last >= interval,
+    };
+    if due {
+        active.index.push(e);
+        active.last_indexed_offset = Some(e.offset);
+    }
+}
+
+fn create_segment(
+    dir: &Path,
+    storage: &dyn Storage,
+    point: &ChainPoint,
+    key_id: Option<[u8; 32]>,
+) -> Result<Active> {
+    let path = dir.join(format::segment_file_name(point.next_seq));
+    let file = storage
+        .create(&path)
+        .map_err(|e| Error::io("create segment", &path, e))?;
+    let mut active = Active {
+        path,
+        file,
+        first_seq: point.next_seq,
+        written_len: 0,
+        record_count: 0,
+        block_count: 0,
+        first_ts: None,
+        type_counts: Vec::new(),
+        index: Vec::new(),
+        last_indexed_offset: None,
+    };
+    write_segment_header(&mut active, point, key_id, dir, storage)?;
+    Ok(active)
+}
+
+fn write_segment_header(
+    active: &mut Active,
+    point: &ChainPoint,
+    key_id: Option<[u8; 32]>,
+    dir: &Path,
+    storage: &dyn Storage,
+) -> Result<()> {
+    let header = SegmentHeader {
+        version: FORMAT_VERSION,
+        flags: if key_id.is_some() { FLAG_KEYED } else { 0 },
+        first_seq: point.next_seq,
+        prev_link: point.link,
+        key_id: key_id.unwrap_or([0; 32]),
+    };
+    // IMPORTANT: header, file and directory entry are durable before any record goes in.
+    active
+        .file
+        .append(&header.encode())
+        .and_then(|()| active.file.sync_data())
+        .map_err(|e| Error::io("write segment header", &active.path, e))?;
+    storage
+        .sync_dir(dir)
+        .map_err(|e| Error::io("fsync log directory", dir, e))?;
+    active.written_len = SEGMENT_HEADER_LEN as u64;
+    Ok(())
+}
+
+/// Checks magic and version of a segment without a lock, before anything is written, so
+/// a foreign or newer directory is refused untouched.
+fn precheck_header(entry: &SegmentEntry) -> Result<()> {
+    let mut head = [0u8; 12];
+    let mut f = File::open(&entry.path).map_err(|e| Error::io("open", &entry.path, e))?;
+    let n = read_up_to(&mut f, &mut head).map_err(|e| Error::io("read", &entry.path, e))?;
+    if n < 8 || head[..n].iter().all(|&b| b == 0) {
+        return Ok(()); // possibly a creation cut short by a crash: recovery decides
+    }
+    if head[0..8] != format::SEGMENT_MAGIC {
+        return Err(Error::NotALog {
+            dir: entry.path.parent().unwrap_or(Path::new("")).to_owned(),
+            reason: format!(
+                "{} does not start with the segment magic number",
+                entry.path.display()
+            ),
+        });
+    }
+    let version = if n == 12 { format::u32_at(&head, 8) } else { 0 };
+    if version > FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion {
+            segment: entry.path.clone(),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    Ok(())
+}
+
+fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE_NAME);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| Error::io("open lock file", &path, e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(Error::Locked {
+                dir: dir.to_owned(),
+                holder_pid: text.trim().parse().ok(),
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
+    }
+    file.set_len(0)
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(|e| Error::io("write lock file", &path, e))?;
+    Ok(file)
+}
+
+/// The state of the last segment after recovery's scan.
+#[derive(Debug)]
+struct LastSegment {
+    path: PathBuf,
+    first_seq: u64,
+    file_len: u64,
+    sealed: bool,
+    header_torn: bool,
+    torn: Option<(u64, String)>,
+    data_end: u64,
+    record_count: u64,
+    first_ts: Option<u64>,
+    type_counts: std::collections::BTreeMap<u16, u64>,
+    blocks: Vec<IndexEntry>,
+}
+
+#[derive(Debug)]
+struct Recovered {
+    segments: Vec<SegmentEntry>,
+    point: ChainPoint,
+    last: Option<LastSegment>,
+}
+
+/// Checks the structure of every segment and scans the last one fully.
+fn recover(
+    dir: &Path,
+    key_id: Option<[u8; 32]>,
+    chainer: &Chainer,
+    verify_all: bool,
+) -> Result<Recovered> {
+    let segments = segment::list_segments(dir)?;
+    let mut point = ChainPoint {
+        next_seq: 0,
+        last_ts: 0,
+        link: GENESIS_LINK,
+    };
+    let mut last = None;
+    for (i, entry) in segments.iter().enumerate() {
+        let is_last = i + 1 == segments.len();
+        let seg = match SegmentFile::open(entry, key_id, false)? {
+            HeaderState::Ok(seg) => Arc::new(seg),
+            HeaderState::Torn { path, len } if is_last => {
+                if entry.first_seq != point.next_seq {
+                    return Err(Corruption {
+                        segment: path,
+                        offset: 0,
+                        seq: Some(entry.first_seq),
+                        kind: CorruptionKind::SeqGap {
+                            expected: point.next_seq,
+                            found: entry.first_seq,
+                        },
+                    }
+                    .into());
+                }
+                last = Some(LastSegment {
+                    path,
+                    first_seq: entry.first_seq,
+                    file_len: len,
+                    sealed: false,
+                    header_torn: true,
+                    torn: None,
+                    data_end: SEGMENT_HEADER_LEN as u64,
+                    record_count: 0,
+                    first_ts: None,
+                    type_counts: Default::default(),
+                    blocks: Vec::new(),
+                });
+                break;
+            }
+            HeaderState::Torn { path, .. } => {
+                return Err(Corruption {
+                    segment: path,
+                    offset: 0,
+                    seq: Some(entry.first_seq),
+                    kind: CorruptionKind::SegmentHeader("truncated or zeroed".to_owned()),
+                }
+                .into());
+            }
+        };
+        check_continuity(&seg, &point, i == 0)?;
+        if is_last || verify_all {
+            let scan = scan::scan_segment(&seg, point, Some(chainer), is_last, false)?;
+            if is_last {
+                let torn = match &scan.tail {
+                    Tail::Torn { offset, detail } => Some((*offset, detail.clone())),
+                    _ => None,
+                };
+                last = Some(LastSegment {
+                    path: seg.path.clone(),
+                    first_seq: entry.first_seq,
+                    file_len: seg.len,
+                    sealed: matches!(scan.tail, Tail::Sealed { .. }),
+                    header_torn: false,
+                    torn,
+                    data_end: scan.data_end,
+                    record_count: scan.record_count,
+                    first_ts: scan.first_ts,
+                    type_counts: scan.type_counts,
+                    blocks: scan.blocks,
+                });
+            }
+            point = scan.end;
+        } else {
+            let Some((footer, _)) = seg.read_footer()? else {
+                return Err(Corruption {
+                    segment: seg.path.clone(),
+                    offset: seg.len,
+                    seq: None,
+                    kind: CorruptionKind::Footer(
+                        "a sealed segment (one that is not the last) has no footer".to_owned(),
+                    ),
+                }
+                .into());
+            };
+            if footer.first_seq != point.next_seq || footer.last_seq < footer.first_seq {
+                return Err(Corruption {
+                    segment: seg.path.clone(),
+                    offset: seg.len,
+                    seq: Some(footer.first_seq),
+                    kind: CorruptionKind::Footer(format!(
+                        "footer covers seqs {}..={}, expected to start at {}",
+                        footer.first_seq, footer.last_seq, point.next_seq
+                    )),
+                }
+                .into());
+            }
+            point = ChainPoint {
+                next_seq: footer.last_seq + 1,
+                last_ts: footer.last_ts,
+                link: footer.last_link,
+            };
+        }
+    }
+    Ok(Recovered {
+        segments,
+        point,
+        last,
+    })
+}
+
+/// Checks that a segment continues the chain where the previous one ended.
+pub(crate) fn check_continuity(
+    seg: &SegmentFile,
+    point: &ChainPoint,
+    is_first: bool,
+) -> Result<()> {
+    let h = &seg.header;
+    let corrupt = |kind| {
+        Error::from(Corruption {
+            segment: seg.path.clone(),
+            offset: 0,
+            seq: Some(h.first_seq),
+            kind,
+        })
+    };
+    if is_first && (h.first_seq != 0 || h.prev_link != GENESIS_LINK) {
+        return Err(corrupt(CorruptionKind::MissingStart {
+            first_seq: h.first_seq,
+        }));
+    }
+    if h.first_seq != point.next_seq {
+        return Err(corrupt(CorruptionKind::SeqGap {
+            expected: point.next_seq,
+            found: h.first_seq,
+        }));
+    }
+    if h.prev_link != point.link {
+        return Err(corrupt(CorruptionKind::ChainBreak));
+    }
+    Ok(())
+}
