@@ -169,7 +169,10 @@ impl fmt::Display for CorruptionKind {
             CorruptionKind::BlockHeader(why) => write!(f, "bad block header: {why}"),
             CorruptionKind::Frame(why) => write!(f, "bad frame: {why}"),
             CorruptionKind::ChainMismatch => {
-                write!(f, "hash chain mismatch (the block's content or key differs from what was written)")
+                write!(
+                    f,
+                    "hash chain mismatch (the block's content or key differs from what was written)"
+                )
             }
             CorruptionKind::SeqGap { expected, found } => {
                 write!(f, "sequence gap: expected seq {expected}, found {found}")
@@ -178,7 +181,9 @@ impl fmt::Display for CorruptionKind {
                 f,
                 "segment does not continue the previous segment's hash chain"
             ),
-            CorruptionKind::TimestampDecrease => write!(f, "timestamp lower than its predecessor's"),
+            CorruptionKind::TimestampDecrease => {
+                write!(f, "timestamp lower than its predecessor's")
+            }
             CorruptionKind::MissingStart { first_seq } => write!(
                 f,
                 "log starts at seq {first_seq} instead of 0: earlier segments are missing"
@@ -194,7 +199,12 @@ impl fmt::Display for CorruptionKind {
 
 impl fmt::Display for Corruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "segment {} at byte {}", self.segment.display(), self.offset)?;
+        write!(
+            f,
+            "segment {} at byte {}",
+            self.segment.display(),
+            self.offset
+        )?;
         if let Some(seq) = self.seq {
             write!(f, " (seq {seq})")?;
         }
@@ -260,7 +270,10 @@ impl fmt::Display for Error {
                 segment.display()
             ),
             Error::DigestMismatch { seq, reason } => {
-                write!(f, "the log does not match the digest at seq {seq}: {reason}")
+                write!(
+                    f,
+                    "the log does not match the digest at seq {seq}: {reason}"
+                )
             }
             Error::InvalidDigest { input } => write!(
                 f,

@@ -537,7 +537,10 @@ mod tests {
         assert_eq!(SegmentHeader::decode(&b), Ok(h));
         for i in 0..SEGMENT_HEADER_LEN {
             b[i] ^= 0x10;
-            assert!(SegmentHeader::decode(&b).is_err(), "flip at byte {i} went unnoticed");
+            assert!(
+                SegmentHeader::decode(&b).is_err(),
+                "flip at byte {i} went unnoticed"
+            );
             b[i] ^= 0x10;
         }
     }

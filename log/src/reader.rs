@@ -8,7 +8,9 @@ use crate::chain::{ChainKey, Chainer, Digest, GENESIS_LINK};
 use crate::error::{Corruption, CorruptionKind, Result};
 use crate::format::{self, FRAME_HEADER_LEN, Footer, SEGMENT_HEADER_LEN};
 use crate::scan::ChainPoint;
-use crate::segment::{self, AlignedBuf, BlockCursor, CheckedBlock, HeaderState, SegmentEntry, SegmentFile, Step};
+use crate::segment::{
+    self, AlignedBuf, BlockCursor, CheckedBlock, HeaderState, SegmentEntry, SegmentFile, Step,
+};
 use crate::writer::check_continuity;
 use crate::{RecordType, Seq};
 
@@ -360,8 +362,7 @@ impl Records {
                 };
             }
         }
-        let mut cursor =
-            BlockCursor::new(seg, pos, end, start.next_seq, start.last_ts, start.link);
+        let mut cursor = BlockCursor::new(seg, pos, end, start.next_seq, start.last_ts, start.link);
         if prev.is_none() {
             let range = self.range;
             cursor.skip_before(|h| match range {

@@ -164,7 +164,12 @@ pub(crate) fn for_each_type(frames: &[u8], count: u32, mut f: impl FnMut(u16)) {
 }
 
 /// Checks that a footer agrees with the blocks it closes.
-fn check_footer(seg: &SegmentFile, scan: &SegmentScan, start: ChainPoint, f: &Footer) -> Result<()> {
+fn check_footer(
+    seg: &SegmentFile,
+    scan: &SegmentScan,
+    start: ChainPoint,
+    f: &Footer,
+) -> Result<()> {
     let fail = |why: String| {
         Error::from(Corruption {
             segment: seg.path.clone(),
@@ -188,7 +193,9 @@ fn check_footer(seg: &SegmentFile, scan: &SegmentScan, start: ChainPoint, f: &Fo
         }
     }
     if f.last_link != scan.end.link {
-        return Err(fail("last link differs from the last block's link".to_owned()));
+        return Err(fail(
+            "last link differs from the last block's link".to_owned(),
+        ));
     }
     let counts: Vec<(u16, u64)> = scan.type_counts.iter().map(|(&t, &n)| (t, n)).collect();
     if f.type_counts != counts {

@@ -117,7 +117,10 @@ pub(crate) struct SegmentFile {
 pub(crate) enum HeaderState {
     Ok(SegmentFile),
     /// The file is shorter than a header, or all zero: a creation a crash cut short.
-    Torn { path: PathBuf, len: u64 },
+    Torn {
+        path: PathBuf,
+        len: u64,
+    },
 }
 
 impl SegmentFile {
@@ -211,8 +214,13 @@ impl SegmentFile {
             return Ok(None);
         };
         let body_len_u64 = body_len as u64;
-        if body_len_u64 > tail_at - SEGMENT_HEADER_LEN as u64 || !body_len.is_multiple_of(format::ALIGN) {
-            return Err(corrupt(tail_at, format!("impossible footer length {body_len}")));
+        if body_len_u64 > tail_at - SEGMENT_HEADER_LEN as u64
+            || !body_len.is_multiple_of(format::ALIGN)
+        {
+            return Err(corrupt(
+                tail_at,
+                format!("impossible footer length {body_len}"),
+            ));
         }
         let start = tail_at - body_len_u64;
         let mut body = vec![0u8; body_len];
@@ -248,7 +256,10 @@ pub(crate) enum Step {
     End,
     /// The bytes at `offset` are not an intact block (torn or damaged); the caller
     /// decides which with [`BlockCursor::intact_block_after`].
-    Damaged { offset: u64, detail: String },
+    Damaged {
+        offset: u64,
+        detail: String,
+    },
 }
 
 const CHUNK_BYTES: usize = 1 << 20;
@@ -308,7 +319,9 @@ impl BlockCursor {
         let have_from = self.chunk_offset;
         let have_to = self.chunk_offset + self.chunk.bytes().len() as u64;
         if offset >= have_from && offset + n as u64 <= have_to {
-            return Ok(Some(usize::try_from(offset - have_from).unwrap_or(usize::MAX)));
+            return Ok(Some(
+                usize::try_from(offset - have_from).unwrap_or(usize::MAX),
+            ));
         }
         let remaining = usize::try_from(self.end - offset).unwrap_or(usize::MAX);
         let want = n.max(CHUNK_BYTES).min(remaining.max(n));
@@ -466,16 +479,23 @@ pub(crate) fn check_frames(
     let mut prev_delta = 0u32;
     for i in 0..header.count {
         let seq = header.first_seq + u64::from(i);
-        let (fh, len) =
-            format::decode_frame(&frames[at..], seq).map_err(|why| (at, seq, why))?;
+        let (fh, len) = format::decode_frame(&frames[at..], seq).map_err(|why| (at, seq, why))?;
         if fh.ts_delta < prev_delta || (i == 0 && fh.ts_delta != 0) {
-            return Err((at, seq, "timestamp out of order within its block".to_owned()));
+            return Err((
+                at,
+                seq,
+                "timestamp out of order within its block".to_owned(),
+            ));
         }
         prev_delta = fh.ts_delta;
         at += len;
     }
     if at != frames.len() {
-        return Err((at, header.last_seq(), "frames do not fill their block".to_owned()));
+        return Err((
+            at,
+            header.last_seq(),
+            "frames do not fill their block".to_owned(),
+        ));
     }
     if header.first_ts + u64::from(prev_delta) != header.last_ts {
         return Err((

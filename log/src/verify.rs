@@ -112,7 +112,8 @@ pub fn verify(
                     if link != d.link {
                         return Err(Error::DigestMismatch {
                             seq: d.seq,
-                            reason: "the chain link differs: records up to this seq were changed".to_owned(),
+                            reason: "the chain link differs: records up to this seq were changed"
+                                .to_owned(),
                         });
                     }
                     report.digest_matched = true;
