@@ -363,6 +363,8 @@ impl Records {
             }
         }
         let mut cursor = BlockCursor::new(seg, pos, end, start.next_seq, start.last_ts, start.link);
+        // Blocks whose chain link verifies need no second pass over their checksums.
+        cursor.always_check_crc = false;
         if prev.is_none() {
             let range = self.range;
             cursor.skip_before(|h| match range {

@@ -280,6 +280,8 @@ pub(crate) struct BlockCursor {
     pub(crate) last_ts: u64,
     /// Link of the last block seen.
     pub(crate) prev_link: Link,
+    /// Recompute every frame checksum even when the chain link verifies (`verify`).
+    pub(crate) always_check_crc: bool,
 }
 
 impl BlockCursor {
@@ -301,6 +303,7 @@ impl BlockCursor {
             next_seq,
             last_ts,
             prev_link,
+            always_check_crc: true,
         }
     }
 
@@ -384,21 +387,25 @@ impl BlockCursor {
         };
         let frames_at = at + BLOCK_HEADER_LEN;
         let frames = &self.chunk.bytes()[frames_at..frames_at + header.frames_len as usize];
-        if let Err((frame_offset, seq, why)) = check_frames(&header, frames) {
+        // With a chain to check, the blake3 link covers every byte the crc32c checksums
+        // cover: the checksums are recomputed only when asked (verify) or when the link
+        // fails, to tell a torn write (a bad checksum) from tampering (good checksums,
+        // bad link) and to name the damaged frame.
+        let link_ok =
+            chainer.map(|c| c.link(frames, &header.chain_meta(), &self.prev_link) == header.link);
+        let check_crc = self.always_check_crc || link_ok != Some(true);
+        if let Err((frame_offset, seq, why)) = check_frames(&header, frames, check_crc) {
             return damaged(format!(
                 "frame at byte {} (seq {seq}): {why}",
                 offset + BLOCK_HEADER_LEN as u64 + frame_offset as u64
             ));
         }
-        if let Some(chainer) = chainer {
-            let link = chainer.link(frames, &header.chain_meta(), &self.prev_link);
-            if link != header.link {
-                return Err(self.corrupt(
-                    offset,
-                    Some(header.first_seq),
-                    CorruptionKind::ChainMismatch,
-                ));
-            }
+        if link_ok == Some(false) {
+            return Err(self.corrupt(
+                offset,
+                Some(header.first_seq),
+                CorruptionKind::ChainMismatch,
+            ));
         }
         self.pos = offset + total;
         self.next_seq = header.last_seq() + 1;
@@ -474,12 +481,14 @@ impl BlockCursor {
 pub(crate) fn check_frames(
     header: &BlockHeader,
     frames: &[u8],
+    check_crc: bool,
 ) -> std::result::Result<(), (usize, u64, String)> {
     let mut at = 0usize;
     let mut prev_delta = 0u32;
     for i in 0..header.count {
         let seq = header.first_seq + u64::from(i);
-        let (fh, len) = format::decode_frame(&frames[at..], seq).map_err(|why| (at, seq, why))?;
+        let (fh, len) =
+            format::decode_frame(&frames[at..], seq, check_crc).map_err(|why| (at, seq, why))?;
         if fh.ts_delta < prev_delta || (i == 0 && fh.ts_delta != 0) {
             return Err((
                 at,

@@ -5,6 +5,10 @@
 //! lose nothing that was durable. Oversized records and timestamp regressions are
 //! refused without harming the log.
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "test data is generated from small numbers"
+)]
 
 use std::fs;
 use std::path::Path;
@@ -126,7 +130,7 @@ fn failed_fsync_poisons_and_keeps_every_acknowledged_record() {
 fn crash_image(dir: &Path, storage: &FaultyStorage, keep: u64) {
     for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        if !path.extension().is_some_and(|e| e == "bbx") {
+        if path.extension().is_none_or(|e| e != "bbx") {
             continue;
         }
         let len = fs::metadata(&path).unwrap().len();

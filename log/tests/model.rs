@@ -6,6 +6,10 @@
 //! cross-segment path is exercised. After every read the reader must return exactly the
 //! model's records in the range, limited to what the writer has handed to the OS.
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "test data is generated from small numbers"
+)]
 
 use blackbox_log::{Durability, Log, LogOptions, LogReader, Record, RecordType, Seq};
 use proptest::prelude::*;

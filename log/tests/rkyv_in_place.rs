@@ -2,6 +2,10 @@
 //! accessed in place, without a copy, with rkyv's own validation (which checks
 //! alignment). Odd-sized records in between must not shift the alignment.
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "test data is generated from small numbers"
+)]
 
 use blackbox_log::{Durability, Log, LogOptions, LogReader, Record, RecordType};
 
