@@ -327,7 +327,7 @@ impl Records {
         if !is_last && footer.is_none() {
             return Err(Corruption {
                 segment: seg.path.clone(),
-                offset: seg.len,
+                offset: seg.len.saturating_sub(format::TRAILER_LEN as u64),
                 seq: None,
                 kind: CorruptionKind::Footer(
                     "a sealed segment (one that is not the last) has no footer".to_owned(),
@@ -406,17 +406,25 @@ impl Records {
                         return Ok(None);
                     }
                 }
-                Step::Damaged { offset, detail } => {
+                Step::Damaged {
+                    offset,
+                    detail,
+                    frame,
+                } => {
                     let seq = cursor.next_seq;
                     let path = cursor.segment().path.clone();
                     if is_last && cursor.intact_block_after(offset)?.is_none() {
                         // The end of what the writer has finished writing.
                         return Ok(None);
                     }
-                    let kind = if is_last {
-                        CorruptionKind::DamageBeforeIntactData { detail }
-                    } else {
-                        CorruptionKind::BlockHeader(detail)
+                    let (offset, seq, kind) = match frame {
+                        _ if is_last => (
+                            offset,
+                            seq,
+                            CorruptionKind::DamageBeforeIntactData { detail },
+                        ),
+                        Some((at, frame_seq)) => (at, frame_seq, CorruptionKind::Frame(detail)),
+                        None => (offset, seq, CorruptionKind::BlockHeader(detail)),
                     };
                     return Err(Corruption {
                         segment: path,

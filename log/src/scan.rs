@@ -59,7 +59,7 @@ pub(crate) fn scan_segment(
     if !is_last && footer.is_none() {
         return Err(Corruption {
             segment: seg.path.clone(),
-            offset: seg.len,
+            offset: seg.len.saturating_sub(crate::format::TRAILER_LEN as u64),
             seq: None,
             kind: CorruptionKind::Footer(
                 "a sealed segment (one that is not the last) has no footer".to_owned(),
@@ -110,7 +110,11 @@ pub(crate) fn scan_segment(
                 scan.data_end = cursor.pos;
             }
             Step::End => break,
-            Step::Damaged { offset, detail } => {
+            Step::Damaged {
+                offset,
+                detail,
+                frame,
+            } => {
                 let seq = cursor.next_seq;
                 let corrupt = |kind| {
                     Error::from(Corruption {
@@ -121,7 +125,16 @@ pub(crate) fn scan_segment(
                     })
                 };
                 if !is_last {
-                    return Err(corrupt(CorruptionKind::BlockHeader(detail)));
+                    // Name the damaged frame, if it is one, rather than its block.
+                    return Err(match frame {
+                        Some((at, frame_seq)) => Error::from(Corruption {
+                            segment: seg.path.clone(),
+                            offset: at,
+                            seq: Some(frame_seq),
+                            kind: CorruptionKind::Frame(detail),
+                        }),
+                        None => corrupt(CorruptionKind::BlockHeader(detail)),
+                    });
                 }
                 if let Some((_, footer_start)) = seg.read_footer()?
                     && footer_start == offset

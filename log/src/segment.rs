@@ -259,6 +259,8 @@ pub(crate) enum Step {
     Damaged {
         offset: u64,
         detail: String,
+        /// Offset and seq of the frame that failed its checks, if the damage is in one.
+        frame: Option<(u64, u64)>,
     },
 }
 
@@ -348,7 +350,13 @@ impl BlockCursor {
         if offset >= self.end {
             return Ok(Step::End);
         }
-        let damaged = |detail: String| Ok(Step::Damaged { offset, detail });
+        let damaged = |detail: String| {
+            Ok(Step::Damaged {
+                offset,
+                detail,
+                frame: None,
+            })
+        };
         if self.end - offset < BLOCK_HEADER_LEN as u64 {
             return damaged("incomplete block header".to_owned());
         }
@@ -395,10 +403,12 @@ impl BlockCursor {
             chainer.map(|c| c.link(frames, &header.chain_meta(), &self.prev_link) == header.link);
         let check_crc = self.always_check_crc || link_ok != Some(true);
         if let Err((frame_offset, seq, why)) = check_frames(&header, frames, check_crc) {
-            return damaged(format!(
-                "frame at byte {} (seq {seq}): {why}",
-                offset + BLOCK_HEADER_LEN as u64 + frame_offset as u64
-            ));
+            let at = offset + BLOCK_HEADER_LEN as u64 + frame_offset as u64;
+            return Ok(Step::Damaged {
+                offset,
+                detail: format!("frame at byte {at} (seq {seq}): {why}"),
+                frame: Some((at, seq)),
+            });
         }
         if link_ok == Some(false) {
             return Err(self.corrupt(

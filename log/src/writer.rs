@@ -774,10 +774,12 @@ fn precheck_header(entry: &SegmentEntry) -> Result<()> {
     let mut head = [0u8; 12];
     let mut f = File::open(&entry.path).map_err(|e| Error::io("open", &entry.path, e))?;
     let n = read_up_to(&mut f, &mut head).map_err(|e| Error::io("read", &entry.path, e))?;
-    if n < 8 || head[..n].iter().all(|&b| b == 0) {
+    if head[..n].iter().all(|&b| b == 0) {
         return Ok(()); // possibly a creation cut short by a crash: recovery decides
     }
-    if head[0..8] != format::SEGMENT_MAGIC {
+    // A file shorter than the magic is a torn creation only if it starts like one.
+    let m = n.min(format::SEGMENT_MAGIC.len());
+    if head[..m] != format::SEGMENT_MAGIC[..m] {
         return Err(Error::NotALog {
             dir: entry.path.parent().unwrap_or(Path::new("")).to_owned(),
             reason: format!(
@@ -941,10 +943,10 @@ fn recover(
             }
             point = scan.end;
         } else {
-            let Some((footer, _)) = seg.read_footer()? else {
+            let Some((footer, footer_start)) = seg.read_footer()? else {
                 return Err(Corruption {
                     segment: seg.path.clone(),
-                    offset: seg.len,
+                    offset: seg.len.saturating_sub(format::TRAILER_LEN as u64),
                     seq: None,
                     kind: CorruptionKind::Footer(
                         "a sealed segment (one that is not the last) has no footer".to_owned(),
@@ -955,7 +957,7 @@ fn recover(
             if footer.first_seq != point.next_seq || footer.last_seq < footer.first_seq {
                 return Err(Corruption {
                     segment: seg.path.clone(),
-                    offset: seg.len,
+                    offset: footer_start,
                     seq: Some(footer.first_seq),
                     kind: CorruptionKind::Footer(format!(
                         "footer covers seqs {}..={}, expected to start at {}",

@@ -1,0 +1,1136 @@
+//! The tamper matrix: every kind of damage to a log's files, and what `verify` and
+//! `Log::open` say about it.
+//!
+//! Each case damages a fresh copy of a real log (three sealed segments and an active one
+//! of several blocks). `verify` must fail with a structured error that names the damaged
+//! segment, the kind of damage and an offset inside the damaged bytes. `Log::open` must
+//! refuse damage it cannot explain as a torn write, and leave every file byte-identical:
+//! the log never "repairs" evidence. The only damage open may cut is in the last block
+//! of the active segment, which is indistinguishable from a write a crash cut short.
+//!
+//! Open reads the headers and footers of sealed segments but not their blocks (that is
+//! `verify`'s job, or `verify_on_open`'s): damage inside a sealed segment's blocks must
+//! leave a default open harmless and make an open with `verify_on_open` fail.
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::ops::Range;
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use blackbox_log::format::{
+    self, BLOCK_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, Footer, SEGMENT_HEADER_LEN,
+    TRAILER_LEN,
+};
+use blackbox_log::{
+    ChainKey, Corruption, CorruptionKind, Digest, Durability, Error, Log, LogOptions, LogReader,
+    Record, RecordType, Seq, verify,
+};
+
+const BASE_TS: u64 = 1_700_000_000_000_000_000;
+const PAYLOAD_LENS: [usize; 13] = [0, 1, 7, 8, 9, 15, 16, 17, 100, 300, 3, 64, 255];
+const BATCHES: usize = 68;
+const REAL_KEY: [u8; 32] = [7; 32];
+const FORGER_KEY: [u8; 32] = [8; 32];
+
+// ---------------------------------------------------------------------------------------
+// Building logs
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rec {
+    seq: u64,
+    ts: u64,
+    record_type: u16,
+    payload: Vec<u8>,
+}
+
+fn payload(seq: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| u8::try_from((seq * 31 + i * 7 + 1) % 251).unwrap())
+        .collect()
+}
+
+/// The append calls every log here is built from: 1 to 4 records each, payload lengths
+/// on both sides of the 8-byte alignment, timestamps that repeat and step.
+fn plan() -> Vec<Vec<Rec>> {
+    let mut batches: Vec<Vec<Rec>> = Vec::new();
+    let mut seq = 0usize;
+    let mut ts = BASE_TS;
+    for batch_no in 0..BATCHES {
+        ts += 1_000 * (batch_no as u64 % 3);
+        let batch = (0..1 + batch_no % 4)
+            .map(|j| {
+                ts += (j as u64 % 2) * 17;
+                let r = Rec {
+                    seq: seq as u64,
+                    ts,
+                    record_type: u16::try_from(seq % 5).unwrap() + 1,
+                    payload: payload(seq, PAYLOAD_LENS[seq % PAYLOAD_LENS.len()]),
+                };
+                seq += 1;
+                r
+            })
+            .collect();
+        batches.push(batch);
+    }
+    batches
+}
+
+fn options(key: Option<[u8; 32]>) -> LogOptions {
+    LogOptions::new()
+        .segment_bytes_max(4096)
+        .index_interval_bytes(512)
+        .durability(Durability::Flush)
+        .key(key.map(ChainKey::new))
+}
+
+/// A built log: the directory, its records, the digest after every append call.
+struct Built {
+    dir: tempfile::TempDir,
+    recs: Vec<Rec>,
+    digests: Vec<Digest>,
+}
+
+impl Built {
+    fn segments(&self) -> Vec<PathBuf> {
+        segments(self.dir.path())
+    }
+
+    fn last_digest(&self) -> Digest {
+        *self.digests.last().unwrap()
+    }
+}
+
+fn build(key: Option<[u8; 32]>, batches: &[Vec<Rec>]) -> Built {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open(dir.path(), options(key)).unwrap();
+    let mut digests = Vec::new();
+    for batch in batches {
+        let records: Vec<Record<'_>> = batch
+            .iter()
+            .map(|r| Record::new(RecordType(r.record_type), r.ts, &r.payload))
+            .collect();
+        let last = log.append_batch(&records).unwrap();
+        assert_eq!(last, Some(Seq(batch.last().unwrap().seq)));
+        digests.push(log.digest().unwrap());
+    }
+    log.close().unwrap();
+    Built {
+        dir,
+        recs: batches.concat(),
+        digests,
+    }
+}
+
+/// The log every case damages a copy of: at least three sealed segments, and an active
+/// one of at least four blocks of which a non-last one holds several records.
+fn standard(key: Option<[u8; 32]>) -> Built {
+    let built = build(key, &plan());
+    let segs = built.segments();
+    assert!(segs.len() >= 4, "{} segments", segs.len());
+    let active = layout(segs.last().unwrap());
+    assert!(active.footer.is_none());
+    assert!(
+        active.blocks.len() >= 4,
+        "{} active blocks",
+        active.blocks.len()
+    );
+    assert!(
+        active.blocks[..active.blocks.len() - 1]
+            .iter()
+            .any(|b| b.frames.len() >= 2)
+    );
+    built
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    blackbox_log::list_segments(dir)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.path)
+        .collect()
+}
+
+fn copy_dir(src: &Path) -> tempfile::TempDir {
+    let dst = tempfile::tempdir().unwrap();
+    for entry in fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            fs::copy(entry.path(), dst.path().join(entry.file_name())).unwrap();
+        }
+    }
+    dst
+}
+
+/// Path of `file`'s namesake in `dir`.
+fn in_dir(dir: &Path, file: &Path) -> PathBuf {
+    dir.join(file.file_name().unwrap())
+}
+
+fn read_all(dir: &Path, key: Option<[u8; 32]>) -> Vec<Rec> {
+    let opts = blackbox_log::ReaderOptions {
+        key: key.map(ChainKey::new),
+    };
+    LogReader::open_with(dir, opts)
+        .unwrap()
+        .records(Seq(0)..)
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            Rec {
+                seq: r.seq().0,
+                ts: r.ts_ns(),
+                record_type: r.record_type().0,
+                payload: r.payload().to_vec(),
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Finding the regions of a segment file
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct FrameAt {
+    start: u64,
+    end: u64,
+    payload_len: u64,
+    seq: u64,
+}
+
+#[derive(Debug, Clone)]
+struct BlockAt {
+    start: u64,
+    end: u64,
+    first_seq: u64,
+    frames: Vec<FrameAt>,
+}
+
+#[derive(Debug, Clone)]
+struct Layout {
+    path: PathBuf,
+    len: u64,
+    blocks: Vec<BlockAt>,
+    /// Footer body, then trailer, of a sealed segment.
+    footer: Option<(Range<u64>, Range<u64>)>,
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+fn to_usize(x: u64) -> usize {
+    usize::try_from(x).unwrap()
+}
+
+/// Walks a segment file: header, blocks (72-byte header, `frames_len` at bytes 4..8,
+/// frames of a 16-byte header and a payload padded to 8), and the footer a trailer
+/// points at.
+fn layout(path: &Path) -> Layout {
+    let bytes = fs::read(path).unwrap();
+    let len = bytes.len();
+    let footer = Footer::trailer_body_len(&bytes[len - TRAILER_LEN..]).map(|(body_len, crc)| {
+        let trailer = len - TRAILER_LEN;
+        let body = trailer - body_len;
+        let f = Footer::decode(&bytes[body..trailer], crc).unwrap();
+        assert!(f.record_count > 0 && f.block_count > 0);
+        (body as u64..trailer as u64, trailer as u64..len as u64)
+    });
+    let data_end = footer
+        .as_ref()
+        .map_or(len, |(body, _)| to_usize(body.start));
+    let mut blocks = Vec::new();
+    let mut at = SEGMENT_HEADER_LEN;
+    while at < data_end {
+        assert_eq!(
+            &bytes[at..at + 4],
+            b"BBLK",
+            "{}: block at {at}",
+            path.display()
+        );
+        let frames_len = le_u32(&bytes, at + 4) as usize;
+        let count = le_u32(&bytes, at + 8);
+        let first_seq = le_u64(&bytes, at + 16);
+        let end = at + BLOCK_HEADER_LEN + frames_len;
+        let mut frames = Vec::new();
+        let mut f = at + BLOCK_HEADER_LEN;
+        for i in 0..count {
+            let payload_len = le_u32(&bytes, f) as usize;
+            let next = f + format::frame_len(payload_len);
+            frames.push(FrameAt {
+                start: f as u64,
+                end: next as u64,
+                payload_len: payload_len as u64,
+                seq: first_seq + u64::from(i),
+            });
+            f = next;
+        }
+        assert_eq!(f, end, "frames fill their block");
+        blocks.push(BlockAt {
+            start: at as u64,
+            end: end as u64,
+            first_seq,
+            frames,
+        });
+        at = end;
+    }
+    assert_eq!(at, data_end);
+    if let Some((body, _)) = &footer {
+        let f = &bytes[to_usize(body.start)..];
+        assert_eq!(le_u64(f, 16), blocks.len() as u64, "footer block count");
+    }
+    Layout {
+        path: path.to_owned(),
+        len: len as u64,
+        blocks,
+        footer,
+    }
+}
+
+impl Layout {
+    /// A block that is neither the first nor the last of the segment.
+    fn middle_block(&self) -> &BlockAt {
+        assert!(self.blocks.len() >= 3);
+        &self.blocks[self.blocks.len() / 2]
+    }
+
+    /// A block before the last one with at least two frames.
+    fn multi_frame_block(&self) -> &BlockAt {
+        self.blocks[..self.blocks.len() - 1]
+            .iter()
+            .rev()
+            .find(|b| b.frames.len() >= 2)
+            .unwrap()
+    }
+
+    /// A frame (of a block before the last) whose payload has bytes, or padding.
+    fn frame_where(&self, pred: impl Fn(&FrameAt) -> bool) -> (&BlockAt, &FrameAt) {
+        self.blocks[..self.blocks.len() - 1]
+            .iter()
+            .flat_map(|b| b.frames.iter().map(move |f| (b, f)))
+            .find(|(_, f)| pred(f))
+            .unwrap()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Damage and checks
+// ---------------------------------------------------------------------------------------
+
+/// Writes a file whatever its mode (sealed segments are read-only), keeping the mode.
+fn write_file(path: &Path, bytes: &[u8]) {
+    let mode = fs::metadata(path).map(|m| m.permissions().mode()).ok();
+    if mode.is_some() {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    fs::write(path, bytes).unwrap();
+    if let Some(mode) = mode {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut bytes = fs::read(path).unwrap();
+    bytes[to_usize(at)] ^= 0xff;
+    write_file(path, &bytes);
+}
+
+/// Flips bytes of one file in place, for sweeps over every byte: cheaper than
+/// rewriting the file thousands of times.
+struct InPlace {
+    file: fs::File,
+    bytes: std::cell::RefCell<Vec<u8>>,
+}
+
+impl InPlace {
+    fn open(path: &Path) -> InPlace {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+        InPlace {
+            file: fs::OpenOptions::new().write(true).open(path).unwrap(),
+            bytes: std::cell::RefCell::new(fs::read(path).unwrap()),
+        }
+    }
+
+    /// Flips byte `at` (a second call flips it back).
+    fn flip(&self, at: u64) {
+        let mut bytes = self.bytes.borrow_mut();
+        bytes[to_usize(at)] ^= 0xff;
+        self.file
+            .write_all_at(&bytes[to_usize(at)..=to_usize(at)], at)
+            .unwrap();
+    }
+}
+
+/// Rewrites a segment header's bytes with `edit` and recomputes its checksum.
+fn patch_header(path: &Path, edit: impl FnOnce(&mut [u8])) {
+    let mut bytes = fs::read(path).unwrap();
+    edit(&mut bytes[..SEGMENT_HEADER_LEN]);
+    let crc = crc32c::crc32c(&bytes[0..92]);
+    bytes[92..96].copy_from_slice(&crc.to_le_bytes());
+    write_file(path, &bytes);
+}
+
+/// Every file in `dir` with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<OsString, Vec<u8>> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name(), fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+fn corruption(e: Error) -> Corruption {
+    match e {
+        Error::Corrupt(c) => c,
+        other => panic!("expected Error::Corrupt, got {other:?}"),
+    }
+}
+
+/// The corruption `verify` reports; it must name `segment` and an offset in `region`.
+fn verify_corrupt(
+    dir: &Path,
+    key: Option<[u8; 32]>,
+    segment: &Path,
+    region: Range<u64>,
+) -> Corruption {
+    let key = key.map(ChainKey::new);
+    let c = corruption(verify(dir, key.as_ref(), None).unwrap_err());
+    assert_eq!(c.segment, segment, "{c}");
+    assert!(region.contains(&c.offset), "{c}: offset outside {region:?}");
+    c
+}
+
+/// `Log::open` must fail and leave every file as it was.
+fn open_fails(dir: &Path, opts: LogOptions) -> Error {
+    let before = snapshot(dir);
+    let err = Log::open(dir, opts).map(|_| ()).unwrap_err();
+    assert_eq!(
+        snapshot(dir),
+        before,
+        "a failed open changed the directory ({err})"
+    );
+    err
+}
+
+/// `Log::open` must fail with the same corruption `verify` found.
+fn open_fails_with(dir: &Path, opts: LogOptions, expected: &Corruption) {
+    let c = corruption(open_fails(dir, opts));
+    assert_eq!(&c, expected);
+}
+
+/// Damage inside a sealed segment's blocks: a default open does not read them and must
+/// change nothing; an open with `verify_on_open` must fail as `verify` did.
+fn open_checks_sealed_content(dir: &Path, key: Option<[u8; 32]>, expected: &Corruption) {
+    let before = snapshot(dir);
+    let (log, recovery) = Log::open(dir, options(key)).unwrap();
+    assert_eq!(recovery.torn_bytes_cut, 0);
+    drop(log);
+    assert_eq!(snapshot(dir), before, "an open changed a damaged log");
+    open_fails_with(dir, options(key).verify_on_open(true), expected);
+}
+
+// ---------------------------------------------------------------------------------------
+// Byte flips in a sealed segment
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn sealed_segment_header_flip() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let seg = in_dir(copy.path(), &built.segments()[1]);
+    flip(&seg, 30); // inside the previous link
+    let c = verify_corrupt(copy.path(), None, &seg, 0..SEGMENT_HEADER_LEN as u64);
+    assert!(matches!(c.kind, CorruptionKind::SegmentHeader(_)), "{c}");
+    open_fails_with(copy.path(), options(None), &c);
+}
+
+#[test]
+fn sealed_block_header_flip() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let seg = layout(&in_dir(copy.path(), &built.segments()[1]));
+    let b = seg.middle_block();
+    flip(&seg.path, b.start + 20); // inside the first seq
+    let c = verify_corrupt(
+        copy.path(),
+        None,
+        &seg.path,
+        b.start..b.start + BLOCK_HEADER_LEN as u64,
+    );
+    assert!(matches!(c.kind, CorruptionKind::BlockHeader(_)), "{c}");
+    assert_eq!(c.seq, Some(b.first_seq));
+    open_checks_sealed_content(copy.path(), None, &c);
+}
+
+/// A named choice of frame, and of the byte of it to flip.
+type FrameByte = (&'static str, fn(&FrameAt) -> bool, fn(&FrameAt) -> u64);
+
+#[test]
+fn sealed_frame_flips() {
+    // Frame header (ts delta), a payload byte, a padding byte: each is reported as the
+    // frame it belongs to, at the frame's offset.
+    let cases: [FrameByte; 3] = [
+        ("frame header", |_| true, |f| f.start + 8),
+        (
+            "payload",
+            |f| f.payload_len >= 4,
+            |f| f.start + FRAME_HEADER_LEN as u64 + 3,
+        ),
+        (
+            "padding",
+            |f| f.payload_len % 8 != 0,
+            |f| f.start + FRAME_HEADER_LEN as u64 + f.payload_len,
+        ),
+    ];
+    for (name, pick, byte) in cases {
+        let built = standard(None);
+        let copy = copy_dir(built.dir.path());
+        let seg = layout(&in_dir(copy.path(), &built.segments()[1]));
+        let (_, frame) = seg.frame_where(pick);
+        let at = byte(frame);
+        flip(&seg.path, at);
+        let c = verify_corrupt(copy.path(), None, &seg.path, frame.start..frame.end);
+        assert!(matches!(c.kind, CorruptionKind::Frame(_)), "{name}: {c}");
+        assert_eq!(
+            (c.offset, c.seq),
+            (frame.start, Some(frame.seq)),
+            "{name}: {c}"
+        );
+        open_checks_sealed_content(copy.path(), None, &c);
+    }
+}
+
+#[test]
+fn sealed_footer_and_trailer_flips() {
+    let built = standard(None);
+    let sealed = layout(&built.segments()[1]);
+    let (body, trailer) = sealed.footer.clone().unwrap();
+    let cases = [
+        ("footer body: record count", body.start + 9, body.clone()),
+        ("footer body: an index entry", body.end - 10, body.clone()),
+        (
+            "trailer: footer length",
+            trailer.start,
+            body.start..trailer.end,
+        ),
+        (
+            "trailer: footer checksum",
+            trailer.start + 5,
+            body.start..trailer.end,
+        ),
+        (
+            "trailer: magic",
+            trailer.start + 10,
+            body.start..trailer.end,
+        ),
+    ];
+    for (name, at, region) in cases {
+        let copy = copy_dir(built.dir.path());
+        let seg = in_dir(copy.path(), &sealed.path);
+        flip(&seg, at);
+        let c = verify_corrupt(copy.path(), None, &seg, region);
+        assert!(matches!(c.kind, CorruptionKind::Footer(_)), "{name}: {c}");
+        // Open reads every sealed footer, so it refuses this even without verify_on_open.
+        open_fails_with(copy.path(), options(None), &c);
+    }
+}
+
+/// A footer rewritten with a recomputed checksum, claiming other seqs: the checksum
+/// passes, the footer's disagreement with the blocks and with the chain does not.
+#[test]
+fn sealed_footer_rewritten_with_a_valid_checksum() {
+    let built = standard(None);
+    let sealed = layout(&built.segments()[1]);
+    let (body, trailer) = sealed.footer.clone().unwrap();
+    // Footer body bytes 24..32 hold the first seq.
+    let copy = copy_dir(built.dir.path());
+    let seg = in_dir(copy.path(), &sealed.path);
+    let mut bytes = fs::read(&seg).unwrap();
+    let (b, t) = (to_usize(body.start), to_usize(trailer.start));
+    let first_seq = le_u64(&bytes, b + 24);
+    bytes[b + 24..b + 32].copy_from_slice(&(first_seq + 1).to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[b..t]);
+    bytes[t + 4..t + 8].copy_from_slice(&crc.to_le_bytes());
+    write_file(&seg, &bytes);
+    let c = verify_corrupt(copy.path(), None, &seg, body.clone());
+    assert!(matches!(c.kind, CorruptionKind::Footer(_)), "{c}");
+    let c = corruption(open_fails(copy.path(), options(None)));
+    assert_eq!(c.segment, seg, "{c}");
+    assert!(body.contains(&c.offset), "{c}");
+    assert!(matches!(c.kind, CorruptionKind::Footer(_)), "{c}");
+}
+
+/// Every byte of a sealed segment, flipped in turn: each is caught, and reported as the
+/// structure it belongs to.
+#[test]
+fn every_byte_of_a_sealed_segment_is_covered() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let seg = layout(&in_dir(copy.path(), &built.segments()[1]));
+    let file = InPlace::open(&seg.path);
+    let (body, trailer) = seg.footer.clone().unwrap();
+    for at in 0..seg.len {
+        file.flip(at);
+        let err = verify(copy.path(), None, None).unwrap_err();
+        file.flip(at);
+        if (8..12).contains(&at) {
+            // The version is read before the checksum, so that a newer format is
+            // reported as such: a flip there reads as a newer version.
+            assert!(
+                matches!(err, Error::UnsupportedVersion { ref segment, .. } if *segment == seg.path),
+                "byte {at}: {err}"
+            );
+            continue;
+        }
+        let c = corruption(err);
+        assert_eq!(c.segment, seg.path, "byte {at}: {c}");
+        let block = seg.blocks.iter().find(|b| (b.start..b.end).contains(&at));
+        if at < SEGMENT_HEADER_LEN as u64 {
+            assert!(
+                matches!(c.kind, CorruptionKind::SegmentHeader(_)),
+                "byte {at}: {c}"
+            );
+            assert_eq!(c.offset, 0);
+        } else if let Some(b) = block {
+            if at < b.start + BLOCK_HEADER_LEN as u64 {
+                assert!(
+                    matches!(c.kind, CorruptionKind::BlockHeader(_)),
+                    "byte {at}: {c}"
+                );
+                assert_eq!(c.offset, b.start, "byte {at}: {c}");
+            } else {
+                let f = b
+                    .frames
+                    .iter()
+                    .find(|f| (f.start..f.end).contains(&at))
+                    .unwrap();
+                assert!(matches!(c.kind, CorruptionKind::Frame(_)), "byte {at}: {c}");
+                assert_eq!((c.offset, c.seq), (f.start, Some(f.seq)), "byte {at}: {c}");
+            }
+        } else if body.contains(&at) {
+            assert!(
+                matches!(c.kind, CorruptionKind::Footer(_)),
+                "byte {at}: {c}"
+            );
+            assert_eq!(c.offset, body.start, "byte {at}: {c}");
+        } else {
+            assert!(trailer.contains(&at));
+            assert!(
+                matches!(c.kind, CorruptionKind::Footer(_)),
+                "byte {at}: {c}"
+            );
+            assert!(
+                (body.start..trailer.end).contains(&c.offset),
+                "byte {at}: {c}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Byte flips in the active segment
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn active_segment_header_flip() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let seg = in_dir(copy.path(), built.segments().last().unwrap());
+    flip(&seg, 20); // inside the first seq
+    let c = verify_corrupt(copy.path(), None, &seg, 0..SEGMENT_HEADER_LEN as u64);
+    assert!(matches!(c.kind, CorruptionKind::SegmentHeader(_)), "{c}");
+    open_fails_with(copy.path(), options(None), &c);
+}
+
+/// A flip in a block that intact blocks follow cannot be a torn write: open refuses it.
+#[test]
+fn active_flips_before_the_last_block_are_refused() {
+    let built = standard(None);
+    let active = layout(built.segments().last().unwrap());
+    let b = active.multi_frame_block().clone();
+    let f = &b.frames[1];
+    let cases = [
+        ("block header", b.start + 40),
+        ("frame header", f.start + 2),
+        (
+            "payload",
+            f.start + FRAME_HEADER_LEN as u64 + f.payload_len.saturating_sub(1),
+        ),
+    ];
+    for (name, at) in cases {
+        let copy = copy_dir(built.dir.path());
+        let seg = in_dir(copy.path(), &active.path);
+        flip(&seg, at);
+        let c = verify_corrupt(copy.path(), None, &seg, b.start..b.end);
+        assert!(
+            matches!(c.kind, CorruptionKind::DamageBeforeIntactData { .. }),
+            "{name}: {c}"
+        );
+        assert_eq!(c.offset, b.start, "{name}: {c}");
+        open_fails_with(copy.path(), options(None), &c);
+    }
+}
+
+/// A flip in the last block of the active segment looks exactly like a torn write: open
+/// cuts that block (and reports it), every block before it survives.
+#[test]
+fn active_flips_in_the_last_block_are_cut_as_torn() {
+    let built = standard(None);
+    let active = layout(built.segments().last().unwrap());
+    let last = active.blocks.last().unwrap().clone();
+    let f = last
+        .frames
+        .iter()
+        .rev()
+        .find(|f| f.payload_len > 0)
+        .unwrap();
+    let cases = [
+        ("block header", last.start + 5),
+        ("frame header", f.start + 12),
+        ("payload", f.start + FRAME_HEADER_LEN as u64),
+    ];
+    let kept = to_usize(last.first_seq);
+    for (name, at) in cases {
+        let copy = copy_dir(built.dir.path());
+        let seg = in_dir(copy.path(), &active.path);
+        flip(&seg, at);
+        let report = verify(copy.path(), None, None).unwrap();
+        assert_eq!(
+            report.torn_tail,
+            Some((seg.clone(), last.start, last.end - last.start)),
+            "{name}"
+        );
+        assert_eq!(report.records, kept as u64, "{name}");
+        let (log, recovery) = Log::open(copy.path(), options(None)).unwrap();
+        assert_eq!(recovery.torn_bytes_cut, last.end - last.start, "{name}");
+        assert!(recovery.torn_detail.is_some(), "{name}");
+        assert_eq!(recovery.last_seq, Some(Seq(last.first_seq - 1)), "{name}");
+        drop(log);
+        assert_eq!(read_all(copy.path(), None), built.recs[..kept], "{name}");
+        let report = verify(copy.path(), None, None).unwrap();
+        assert_eq!(
+            (report.records, report.torn_tail),
+            (kept as u64, None),
+            "{name}"
+        );
+    }
+}
+
+/// Every byte of the active segment, flipped in turn.
+#[test]
+fn every_byte_of_the_active_segment_is_covered() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let seg = layout(&in_dir(copy.path(), built.segments().last().unwrap()));
+    let file = InPlace::open(&seg.path);
+    let last = seg.blocks.last().unwrap();
+    for at in 0..seg.len {
+        file.flip(at);
+        let result = verify(copy.path(), None, None);
+        file.flip(at);
+        if (8..12).contains(&at) {
+            assert!(
+                matches!(result, Err(Error::UnsupportedVersion { .. })),
+                "byte {at}"
+            );
+        } else if at < SEGMENT_HEADER_LEN as u64 {
+            let c = corruption(result.unwrap_err());
+            assert!(
+                matches!(c.kind, CorruptionKind::SegmentHeader(_)),
+                "byte {at}: {c}"
+            );
+            assert_eq!((&c.segment, c.offset), (&seg.path, 0), "byte {at}: {c}");
+        } else if at >= last.start {
+            let report = result.unwrap();
+            let torn = Some((seg.path.clone(), last.start, last.end - last.start));
+            assert_eq!(report.torn_tail, torn, "byte {at}");
+        } else {
+            let b = seg
+                .blocks
+                .iter()
+                .find(|b| (b.start..b.end).contains(&at))
+                .unwrap();
+            let c = corruption(result.unwrap_err());
+            assert!(
+                matches!(c.kind, CorruptionKind::DamageBeforeIntactData { .. }),
+                "byte {at}: {c}"
+            );
+            assert_eq!(
+                (&c.segment, c.offset),
+                (&seg.path, b.start),
+                "byte {at}: {c}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Missing, swapped, duplicated and spliced segments
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn deleting_the_first_segment_is_a_missing_start() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let segs = segments(copy.path());
+    fs::remove_file(&segs[0]).unwrap();
+    let c = verify_corrupt(copy.path(), None, &segs[1], 0..1);
+    let first = format::parse_segment_file_name(segs[1].file_name().unwrap().to_str().unwrap());
+    assert!(
+        matches!(c.kind, CorruptionKind::MissingStart { first_seq } if Some(first_seq) == first),
+        "{c}"
+    );
+    open_fails_with(copy.path(), options(None), &c);
+}
+
+#[test]
+fn deleting_a_middle_segment_is_a_seq_gap() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let segs = segments(copy.path());
+    fs::remove_file(&segs[1]).unwrap();
+    let c = verify_corrupt(copy.path(), None, &segs[2], 0..1);
+    let seq_of = |p: &Path| {
+        format::parse_segment_file_name(p.file_name().unwrap().to_str().unwrap()).unwrap()
+    };
+    let (expected, found) = (seq_of(&segs[1]), seq_of(&segs[2]));
+    assert!(
+        matches!(c.kind, CorruptionKind::SeqGap { expected: e, found: f } if (e, f) == (expected, found)),
+        "{c}"
+    );
+    open_fails_with(copy.path(), options(None), &c);
+}
+
+#[test]
+fn swapping_two_sealed_segments_is_caught_by_name() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let segs = segments(copy.path());
+    let (a, b) = (fs::read(&segs[1]).unwrap(), fs::read(&segs[2]).unwrap());
+    write_file(&segs[1], &b);
+    write_file(&segs[2], &a);
+    let c = verify_corrupt(copy.path(), None, &segs[1], 0..1);
+    assert!(matches!(c.kind, CorruptionKind::SegmentName { .. }), "{c}");
+    open_fails_with(copy.path(), options(None), &c);
+}
+
+#[test]
+fn a_duplicated_segment_is_caught() {
+    let built = standard(None);
+    let segs = built.segments();
+    let first_seq = |p: &Path| {
+        format::parse_segment_file_name(p.file_name().unwrap().to_str().unwrap()).unwrap()
+    };
+    // A copy of segment 1 under the name of a seq inside it: sorted between segments 1
+    // and 2, it claims seqs it does not hold.
+    let dup_name = format::segment_file_name(first_seq(&segs[1]) + 1);
+
+    let copy = copy_dir(built.dir.path());
+    let dup = copy.path().join(&dup_name);
+    fs::copy(&segs[1], &dup).unwrap();
+    let c = verify_corrupt(copy.path(), None, &dup, 0..1);
+    assert!(matches!(c.kind, CorruptionKind::SegmentName { .. }), "{c}");
+    open_fails_with(copy.path(), options(None), &c);
+
+    // The same, with its header's first seq rewritten to match the name (and the
+    // header checksum recomputed): the seqs do not continue.
+    let copy = copy_dir(built.dir.path());
+    let dup = copy.path().join(&dup_name);
+    fs::copy(&segs[1], &dup).unwrap();
+    patch_header(&dup, |h| {
+        h[16..24].copy_from_slice(&(first_seq(&segs[1]) + 1).to_le_bytes())
+    });
+    let c = verify_corrupt(copy.path(), None, &dup, 0..1);
+    assert!(
+        matches!(
+            c.kind,
+            CorruptionKind::SeqGap { .. } | CorruptionKind::ChainBreak
+        ),
+        "{c}"
+    );
+    open_fails_with(copy.path(), options(None), &c);
+}
+
+/// One frame's bytes cut out of the middle of a block: the block no longer adds up.
+#[test]
+fn a_frame_spliced_out_is_caught() {
+    let built = standard(None);
+    let segs = built.segments();
+    for seg_path in [&segs[1], segs.last().unwrap()] {
+        let sealed = seg_path != segs.last().unwrap();
+        let copy = copy_dir(built.dir.path());
+        let seg = layout(&in_dir(copy.path(), seg_path));
+        let b = if sealed {
+            // Not the last block: its cut-short frames then reach into the next block.
+            seg.blocks[..seg.blocks.len() - 1]
+                .iter()
+                .find(|b| b.frames.len() >= 2)
+                .unwrap()
+        } else {
+            seg.multi_frame_block()
+        };
+        let f = &b.frames[1];
+        let mut bytes = fs::read(&seg.path).unwrap();
+        bytes.drain(to_usize(f.start)..to_usize(f.end));
+        write_file(&seg.path, &bytes);
+        let c = verify_corrupt(copy.path(), None, &seg.path, b.start..b.end);
+        if sealed {
+            assert!(matches!(c.kind, CorruptionKind::Frame(_)), "{c}");
+            // Reported where the missing frame was, with its seq.
+            assert_eq!((c.offset, c.seq), (f.start, Some(f.seq)), "{c}");
+            open_checks_sealed_content(copy.path(), None, &c);
+        } else {
+            assert!(
+                matches!(c.kind, CorruptionKind::DamageBeforeIntactData { .. }),
+                "{c}"
+            );
+            assert_eq!(c.offset, b.start, "{c}");
+            open_fails_with(copy.path(), options(None), &c);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A cut tail: invisible without a digest, caught with one
+// ---------------------------------------------------------------------------------------
+
+/// A named way to cut the tail of a log directory.
+type Cut<'a> = (&'static str, Box<dyn Fn(&Path) + 'a>);
+
+#[test]
+fn a_cut_tail_passes_verify_but_not_the_digest() {
+    let built = standard(None);
+    let digest = built.last_digest();
+    let segs = built.segments();
+    let active = layout(segs.last().unwrap());
+    // A digest taken earlier, before the last sealed segment: every cut below keeps it.
+    let seq_of = |p: &Path| {
+        format::parse_segment_file_name(p.file_name().unwrap().to_str().unwrap()).unwrap()
+    };
+    let last_sealed_first = seq_of(&segs[segs.len() - 2]);
+    let early = *built
+        .digests
+        .iter()
+        .rev()
+        .find(|d| d.seq < last_sealed_first)
+        .unwrap();
+
+    let cuts: [Cut<'_>; 3] = [
+        (
+            "the active segment deleted",
+            Box::new(|dir: &Path| {
+                fs::remove_file(in_dir(dir, &segs[segs.len() - 1])).unwrap();
+            }),
+        ),
+        (
+            "the active and the last sealed segment deleted",
+            Box::new(|dir: &Path| {
+                fs::remove_file(in_dir(dir, &segs[segs.len() - 1])).unwrap();
+                fs::remove_file(in_dir(dir, &segs[segs.len() - 2])).unwrap();
+            }),
+        ),
+        (
+            "the last two blocks cut",
+            Box::new(|dir: &Path| {
+                let seg = in_dir(dir, &active.path);
+                let keep = active.blocks[active.blocks.len() - 2].start;
+                let bytes = fs::read(&seg).unwrap();
+                write_file(&seg, &bytes[..to_usize(keep)]);
+            }),
+        ),
+    ];
+    for (name, cut) in cuts {
+        let copy = copy_dir(built.dir.path());
+        cut(copy.path());
+        let report = verify(copy.path(), None, None).unwrap();
+        assert_eq!(report.torn_tail, None, "{name}");
+        assert!(report.records < built.recs.len() as u64, "{name}");
+        match verify(copy.path(), None, Some(&digest)) {
+            Err(Error::DigestMismatch { seq, .. }) => assert_eq!(seq, digest.seq, "{name}"),
+            other => panic!("{name}: expected DigestMismatch, got {other:?}"),
+        }
+        // The prefix the early digest covers is still intact.
+        assert!(
+            verify(copy.path(), None, Some(&early))
+                .unwrap()
+                .digest_matched,
+            "{name}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A tail rewritten with a recomputed chain
+// ---------------------------------------------------------------------------------------
+
+/// The plan with one payload of segment 1 changed, same length: the forged log has the
+/// same seqs, timestamps, types, blocks and segment files.
+fn forged_plan(original: &Built) -> (Vec<Vec<Rec>>, u64) {
+    let target = layout(&original.segments()[1]).middle_block().first_seq;
+    let mut batches = plan();
+    for r in batches.iter_mut().flatten() {
+        if r.seq >= target && !r.payload.is_empty() {
+            r.payload[0] ^= 0x55;
+            let seq = r.seq;
+            return (batches, seq);
+        }
+    }
+    panic!("no payload to change");
+}
+
+/// Replaces the log files of `dir` with those of `forged`.
+fn replace_files(dir: &Path, forged: &Path) {
+    for seg in segments(dir) {
+        fs::remove_file(seg).unwrap();
+    }
+    for seg in segments(forged) {
+        fs::copy(&seg, in_dir(dir, &seg)).unwrap();
+    }
+}
+
+#[test]
+fn an_unkeyed_rewrite_is_caught_only_by_a_digest() {
+    let built = standard(None);
+    let (batches, changed) = forged_plan(&built);
+    let forged = build(None, &batches);
+    let names = |d: &Path| {
+        segments(d)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(forged.dir.path()), names(built.dir.path()));
+    let copy = copy_dir(built.dir.path());
+    replace_files(copy.path(), forged.dir.path());
+    assert_ne!(read_all(copy.path(), None), built.recs);
+
+    // Without a key anyone can recompute the chain: the forgery is self-consistent.
+    let report = verify(copy.path(), None, None).unwrap();
+    assert_eq!(report.records, built.recs.len() as u64);
+    // The digest taken from the original log exposes it.
+    match verify(copy.path(), None, Some(&built.last_digest())) {
+        Err(Error::DigestMismatch { seq, .. }) => assert_eq!(seq, built.last_digest().seq),
+        other => panic!("expected DigestMismatch, got {other:?}"),
+    }
+    // A digest of the prefix before the changed record still matches.
+    let before = built
+        .digests
+        .iter()
+        .rev()
+        .find(|d| d.seq < changed)
+        .unwrap();
+    assert!(
+        verify(copy.path(), None, Some(before))
+            .unwrap()
+            .digest_matched
+    );
+}
+
+#[test]
+fn a_keyed_rewrite_with_another_key_is_caught() {
+    let built = standard(Some(REAL_KEY));
+    let real = ChainKey::new(REAL_KEY);
+    let (batches, _) = forged_plan(&built);
+    let forged = build(Some(FORGER_KEY), &batches);
+
+    // As written, the forger's headers carry the forger's key id.
+    let copy = copy_dir(built.dir.path());
+    replace_files(copy.path(), forged.dir.path());
+    let first = segments(copy.path())[0].clone();
+    match verify(copy.path(), Some(&real), None) {
+        Err(Error::WrongKey { segment }) => assert_eq!(segment, first),
+        other => panic!("expected WrongKey, got {other:?}"),
+    }
+    let err = open_fails(copy.path(), options(Some(REAL_KEY)));
+    assert!(matches!(err, Error::WrongKey { .. }), "{err}");
+    let err = verify(copy.path(), None, None).unwrap_err();
+    assert!(matches!(err, Error::KeyRequired { .. }), "{err}");
+
+    // With the real key's id patched into every header (checksums recomputed), the
+    // headers pass, and the chain, which the forger could not compute, fails.
+    for seg in segments(copy.path()) {
+        patch_header(&seg, |h| h[56..88].copy_from_slice(&real.id()));
+    }
+    let c = verify_corrupt(copy.path(), Some(REAL_KEY), &first, 96..97);
+    assert!(matches!(c.kind, CorruptionKind::ChainMismatch), "{c}");
+    assert_eq!(c.seq, Some(0));
+    // Open scans the active segment's chain (sealed ones only with verify_on_open).
+    let err = corruption(open_fails(copy.path(), options(Some(REAL_KEY))));
+    assert!(matches!(err.kind, CorruptionKind::ChainMismatch), "{err}");
+    open_fails_with(
+        copy.path(),
+        options(Some(REAL_KEY)).verify_on_open(true),
+        &c,
+    );
+    // And the forger's own key no longer matches the headers.
+    let err = verify(copy.path(), Some(&ChainKey::new(FORGER_KEY)), None).unwrap_err();
+    assert!(matches!(err, Error::WrongKey { .. }), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Directories that are not (this version's) logs
+// ---------------------------------------------------------------------------------------
+
+/// Open must refuse `dir` with an error `check` accepts, create nothing and change nothing.
+fn refused_untouched(dir: &Path, check: impl Fn(&Error) -> bool) {
+    let before = snapshot(dir);
+    let err = Log::open(dir, options(None)).map(|_| ()).unwrap_err();
+    assert!(check(&err), "unexpected error: {err:?}");
+    assert_eq!(snapshot(dir), before, "{err}");
+}
+
+#[test]
+fn a_foreign_directory_is_not_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("notes.txt"), b"shopping list\n").unwrap();
+    refused_untouched(dir.path(), |e| matches!(e, Error::NotALog { .. }));
+    assert!(!dir.path().join(blackbox_log::LOCK_FILE_NAME).exists());
+    let err = verify(dir.path(), None, None).unwrap_err();
+    assert!(matches!(err, Error::NotALog { .. }), "{err}");
+}
+
+#[test]
+fn a_segment_named_file_with_the_wrong_magic_is_not_a_log() {
+    let name = format::segment_file_name(0);
+    for content in [
+        &b"hello"[..],
+        b"not a segment",
+        &[b'x'; 200],
+        b"BBOXSEX\0 and then some more bytes",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(&name), content).unwrap();
+        refused_untouched(dir.path(), |e| matches!(e, Error::NotALog { .. }));
+        assert!(!dir.path().join(blackbox_log::LOCK_FILE_NAME).exists());
+    }
+}
+
+#[test]
+fn a_newer_format_version_is_refused_untouched() {
+    let built = standard(None);
+    let segs = built.segments();
+    for seg in [&segs[0], segs.last().unwrap()] {
+        let copy = copy_dir(built.dir.path());
+        fs::remove_file(copy.path().join(blackbox_log::LOCK_FILE_NAME)).unwrap();
+        let path = in_dir(copy.path(), seg);
+        patch_header(&path, |h| h[8..12].copy_from_slice(&99u32.to_le_bytes()));
+        let is_v99 = |e: &Error| {
+            matches!(e, Error::UnsupportedVersion { segment, found: 99, supported }
+                if *segment == path && *supported == FORMAT_VERSION)
+        };
+        refused_untouched(copy.path(), is_v99);
+        assert!(!copy.path().join(blackbox_log::LOCK_FILE_NAME).exists());
+        let err = verify(copy.path(), None, None).unwrap_err();
+        assert!(is_v99(&err), "{err}");
+    }
+}
