@@ -290,9 +290,12 @@ impl Log {
                     torn_bytes_cut = last.file_len - offset;
                     torn_detail = Some(format!("at byte {offset}: {detail}"));
                     file.truncate(offset)
-                        .and_then(|()| file.sync_data())
                         .map_err(|e| Error::io("cut torn tail of", &last.path, e))?;
                 }
+                // What a crashed writer left in the page cache becomes durable here, so
+                // `durable_seq` starts out true.
+                file.sync_data()
+                    .map_err(|e| Error::io("fsync segment", &last.path, e))?;
                 let mut type_counts = Vec::new();
                 for (&t, &n) in &last.type_counts {
                     bump(&mut type_counts, t, n);
