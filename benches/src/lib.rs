@@ -13,6 +13,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub mod blackbox;
 pub mod peers;
 
 /// Size of every event payload, in bytes.

@@ -14,6 +14,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use blackbox_benches::blackbox::Blackbox;
 use blackbox_benches::peers::{Blake3Chain, Fjall, JsonLines, LengthPrefixed, McapUnchunked};
 use blackbox_benches::{
     Contender, PAYLOAD_LEN, Result, Settings, generate_events, markdown_table, measure,
@@ -77,6 +78,10 @@ fn run(args: &Args) -> Result<()> {
     // ------------------------------------------------------------------
     let contenders: Vec<Box<dyn Contender>> = vec![
         // Blackbox contenders: add them here.
+        Box::new(Blackbox::BUFFERED),
+        Box::new(Blackbox::SYNC_BATCH),
+        Box::new(Blackbox::FLUSH_BATCH),
+        Box::new(Blackbox::VERIFY),
         Box::new(McapUnchunked),
         Box::new(Fjall),
         Box::new(JsonLines),
