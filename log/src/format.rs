@@ -285,10 +285,8 @@ pub struct FrameHeader {
 
 /// Computes a frame's checksum: crc32c of the seq (u64 LE), the frame header's bytes
 /// 0..12 and the payload, so a frame moved to another position fails its check.
-pub fn frame_crc(header12: &[u8], seq: u64, payload: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(&seq.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc, header12);
-    crc32c::crc32c_append(crc, payload)
+pub fn frame_crc(header12: &[u8; 12], seq: u64, payload: &[u8]) -> u32 {
+    crate::crc::frame_crc(seq, header12, payload)
 }
 
 /// Appends one frame to `out`.
@@ -298,7 +296,7 @@ pub fn encode_frame(out: &mut Vec<u8>, h: FrameHeader, seq: u64, payload: &[u8])
     head[0..4].copy_from_slice(&h.payload_len.to_le_bytes());
     head[4..6].copy_from_slice(&h.record_type.to_le_bytes());
     head[8..12].copy_from_slice(&h.ts_delta.to_le_bytes());
-    let crc = frame_crc(&head[0..12], seq, payload);
+    let crc = frame_crc(head[0..12].try_into().expect("12 bytes"), seq, payload);
     head[12..16].copy_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&head);
     out.extend_from_slice(payload);
@@ -333,7 +331,8 @@ pub fn decode_frame(b: &[u8], seq: u64, check_crc: bool) -> Result<(FrameHeader,
         ));
     }
     let payload = &b[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len];
-    if check_crc && u32_at(b, 12) != frame_crc(&b[0..12], seq, payload) {
+    if check_crc && u32_at(b, 12) != frame_crc(b[0..12].try_into().expect("12 bytes"), seq, payload)
+    {
         return Err("frame checksum mismatch".to_owned());
     }
     if b[FRAME_HEADER_LEN + len..total].iter().any(|&x| x != 0) {

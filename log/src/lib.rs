@@ -55,6 +55,7 @@
 //! ```
 
 mod chain;
+mod crc;
 mod error;
 pub mod format;
 mod reader;

@@ -213,21 +213,25 @@ pub struct LogRecord {
 
 impl LogRecord {
     /// The record's seq.
+    #[inline]
     pub fn seq(&self) -> Seq {
         Seq(self.seq)
     }
 
     /// The record's timestamp in nanoseconds.
+    #[inline]
     pub fn ts_ns(&self) -> u64 {
         self.ts_ns
     }
 
     /// The record's type tag.
+    #[inline]
     pub fn record_type(&self) -> RecordType {
         RecordType(self.record_type)
     }
 
     /// The payload bytes, 8-byte aligned, without a copy.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.chunk.bytes()[self.payload_at..self.payload_at + self.payload_len]
     }

@@ -85,8 +85,11 @@ impl AlignedBuf {
     /// Fills the buffer with up to `want` bytes of `file` from `offset`; returns how many
     /// were available.
     fn fill(&mut self, file: &File, path: &Path, offset: u64, want: usize) -> Result<usize> {
-        self.words.clear();
-        self.words.resize(want.div_ceil(8), 0);
+        // Zero only on growth: a reused buffer is overwritten by the read, and bytes past
+        // what the read returned are never exposed (`len` bounds every view).
+        if self.words.len() < want.div_ceil(8) {
+            self.words.resize(want.div_ceil(8), 0);
+        }
         let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
         let buf = &mut buf[..want];
         let mut got = 0;

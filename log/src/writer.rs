@@ -601,6 +601,11 @@ impl Log {
         if let Err(e) = self.active.file.append(&self.buf) {
             return Err(self.poison("write segment", e));
         }
+        if self.opts.durability != Durability::Sync {
+            self.active
+                .file
+                .start_writeback(self.active.written_len, self.buf.len() as u64);
+        }
         self.active.written_len += self.buf.len() as u64;
         self.buf.clear();
         if let Some(last) = self.next_seq.checked_sub(1) {
