@@ -199,6 +199,8 @@ struct Active {
     first_seq: u64,
     /// Bytes of the file handed to the OS.
     written_len: u64,
+    /// Start of the bytes written but not yet handed to `start_writeback`.
+    writeback_from: u64,
     record_count: u64,
     block_count: u64,
     first_ts: Option<u64>,
@@ -305,6 +307,7 @@ impl Log {
                     file,
                     first_seq: last.first_seq,
                     written_len: last.data_end,
+                    writeback_from: last.data_end,
                     record_count: last.record_count,
                     block_count: last.blocks.len() as u64,
                     first_ts: last.first_ts,
@@ -601,12 +604,18 @@ impl Log {
         if let Err(e) = self.active.file.append(&self.buf) {
             return Err(self.poison("write segment", e));
         }
-        if self.opts.durability != Durability::Sync {
+        self.active.written_len += self.buf.len() as u64;
+        // Writeback is started a write buffer at a time: a hint per small flush-mode
+        // batch would cost a system call per batch for nothing.
+        let pending = self.active.written_len - self.active.writeback_from;
+        if self.opts.durability != Durability::Sync
+            && pending >= self.opts.write_buffer_bytes as u64
+        {
             self.active
                 .file
-                .start_writeback(self.active.written_len, self.buf.len() as u64);
+                .start_writeback(self.active.writeback_from, pending);
+            self.active.writeback_from = self.active.written_len;
         }
-        self.active.written_len += self.buf.len() as u64;
         self.buf.clear();
         if let Some(last) = self.next_seq.checked_sub(1) {
             self.written = Some(Digest {
@@ -738,6 +747,7 @@ fn create_segment(
         file,
         first_seq: point.next_seq,
         written_len: 0,
+        writeback_from: 0,
         record_count: 0,
         block_count: 0,
         first_ts: None,
