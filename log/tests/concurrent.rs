@@ -17,6 +17,9 @@
 //! or in the same one.
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
 
+mod common;
+
+use common::{Expected, SplitMix64};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,9 +29,7 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use blackbox_log::{
-    Durability, Error, Log, LogOptions, LogReader, LogRecord, Record, RecordType, Seq, verify,
-};
+use blackbox_log::{Durability, Error, Log, LogOptions, LogReader, LogRecord, Record, Seq, verify};
 
 /// Set in the reader child's environment: the log directory to read.
 const READER_CHILD_DIR_ENV: &str = "BLACKBOX_READER_CHILD_DIR";
@@ -64,40 +65,10 @@ fn options() -> LogOptions {
         .index_interval_bytes(4 << 10)
 }
 
-/// splitmix64: tiny and deterministic, for batch sizes and read ranges.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
-
 /// The record at `seq`, a deterministic function of the seq, so that any reader can
 /// check any record it is handed.
-struct Expected {
-    record_type: RecordType,
-    ts_ns: u64,
-    payload: Vec<u8>,
-}
-
 fn expected(seq: u64) -> Expected {
-    let hash = blake3::hash(&seq.to_le_bytes());
-    let h = hash.as_bytes();
-    let len = usize::from(u16::from_le_bytes([h[0], h[1]])) % (MAX_PAYLOAD_BYTES + 1);
-    Expected {
-        record_type: RecordType(u16::from(h[2] % 4)),
-        ts_ns: ts_of(seq),
-        payload: h.iter().copied().cycle().take(len).collect(),
-    }
+    common::expected_record(seq, MAX_PAYLOAD_BYTES, ts_of(seq))
 }
 
 /// Nondecreasing, in runs of three equal timestamps.

@@ -27,6 +27,9 @@
 //! ```
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
 
+mod common;
+
+use common::{Expected, SplitMix64};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -36,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use blackbox_log::format::{SEGMENT_HEADER_LEN, TRAILER_MAGIC};
 use blackbox_log::{
-    Digest, Durability, Log, LogOptions, LogReader, Record, RecordType, Seq, list_segments, verify,
+    Digest, Durability, Log, LogOptions, LogReader, Record, Seq, list_segments, verify,
 };
 
 /// Set in the child's environment: the log directory to append to.
@@ -69,41 +72,10 @@ fn options() -> LogOptions {
         .index_interval_bytes(8 << 10)
 }
 
-/// splitmix64: tiny, deterministic, good enough to pick delays and batch sizes.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
-
 /// The record the child writes at `seq`: a deterministic function of the seq alone, so
 /// that the parent can check any record without knowing which child run wrote it.
-struct Expected {
-    record_type: RecordType,
-    ts_ns: u64,
-    payload: Vec<u8>,
-}
-
 fn expected(seq: u64) -> Expected {
-    let hash = blake3::hash(&seq.to_le_bytes());
-    let h = hash.as_bytes();
-    let len = usize::from(u16::from_le_bytes([h[0], h[1]])) % (MAX_PAYLOAD_BYTES + 1);
-    Expected {
-        record_type: RecordType(u16::from(h[2] % 4)),
-        // Nondecreasing, with runs of equal timestamps.
-        ts_ns: TS_BASE + seq / 3 * 1_000,
-        payload: h.iter().copied().cycle().take(len).collect(),
-    }
+    common::expected_record(seq, MAX_PAYLOAD_BYTES, TS_BASE + seq / 3 * 1_000)
 }
 
 /// The child: appends forever until SIGKILL. Returns at once in a normal test run.

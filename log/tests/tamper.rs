@@ -13,6 +13,9 @@
 //! leave a default open harmless and make an open with `verify_on_open` fail.
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
 
+mod common;
+
+use common::{Rec, read_all};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
@@ -25,8 +28,8 @@ use blackbox_log::format::{
     TRAILER_LEN,
 };
 use blackbox_log::{
-    ChainKey, Corruption, CorruptionKind, Digest, Durability, Error, Log, LogOptions, LogReader,
-    Record, RecordType, Seq, verify,
+    ChainKey, Corruption, CorruptionKind, Digest, Durability, Error, Log, LogOptions, Record,
+    RecordType, Seq, verify,
 };
 
 const BASE_TS: u64 = 1_700_000_000_000_000_000;
@@ -38,14 +41,6 @@ const FORGER_KEY: [u8; 32] = [8; 32];
 // ---------------------------------------------------------------------------------------
 // Building logs
 // ---------------------------------------------------------------------------------------
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Rec {
-    seq: u64,
-    ts: u64,
-    record_type: u16,
-    payload: Vec<u8>,
-}
 
 fn payload(seq: usize, len: usize) -> Vec<u8> {
     (0..len)
@@ -156,38 +151,13 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
 
 fn copy_dir(src: &Path) -> tempfile::TempDir {
     let dst = tempfile::tempdir().unwrap();
-    for entry in fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            fs::copy(entry.path(), dst.path().join(entry.file_name())).unwrap();
-        }
-    }
+    common::copy_dir(src, dst.path());
     dst
 }
 
 /// Path of `file`'s namesake in `dir`.
 fn in_dir(dir: &Path, file: &Path) -> PathBuf {
     dir.join(file.file_name().unwrap())
-}
-
-fn read_all(dir: &Path, key: Option<[u8; 32]>) -> Vec<Rec> {
-    let opts = blackbox_log::ReaderOptions {
-        key: key.map(ChainKey::new),
-    };
-    LogReader::open_with(dir, opts)
-        .unwrap()
-        .records(Seq(0)..)
-        .unwrap()
-        .map(|r| {
-            let r = r.unwrap();
-            Rec {
-                seq: r.seq().0,
-                ts: r.ts_ns(),
-                record_type: r.record_type().0,
-                payload: r.payload().to_vec(),
-            }
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------

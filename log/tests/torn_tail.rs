@@ -10,27 +10,20 @@
 //! in it. A reader never sees part of a batch.
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
 
+mod common;
+
+use common::{Rec, copy_dir};
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use blackbox_log::format::{self, BLOCK_HEADER_LEN, SEGMENT_HEADER_LEN};
-use blackbox_log::{
-    Digest, Durability, Log, LogOptions, LogReader, Record, RecordType, Seq, verify,
-};
+use blackbox_log::{Digest, Durability, Log, LogOptions, Record, RecordType, Seq, verify};
 
 const SEGMENT_BYTES: u64 = 4096;
 const BASE_TS: u64 = 1_700_000_000_000_000_000;
 /// Payload lengths around the 8-byte alignment and a few larger ones.
 const PAYLOAD_LENS: [usize; 13] = [0, 1, 7, 8, 9, 15, 16, 17, 100, 300, 3, 64, 255];
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Rec {
-    seq: u64,
-    ts: u64,
-    record_type: u16,
-    payload: Vec<u8>,
-}
 
 /// A block of a segment file, found by walking the block headers.
 #[derive(Debug, Clone, Copy)]
@@ -151,30 +144,8 @@ fn build(min_blocks: usize) -> Built {
     }
 }
 
-fn copy_dir(src: &Path, dst: &Path) {
-    for entry in fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            fs::copy(entry.path(), dst.join(entry.file_name())).unwrap();
-        }
-    }
-}
-
 fn read_all(dir: &Path) -> Vec<Rec> {
-    LogReader::open(dir)
-        .unwrap()
-        .records(Seq(0)..)
-        .unwrap()
-        .map(|r| {
-            let r = r.unwrap();
-            Rec {
-                seq: r.seq().0,
-                ts: r.ts_ns(),
-                record_type: r.record_type().0,
-                payload: r.payload().to_vec(),
-            }
-        })
-        .collect()
+    common::read_all(dir, None)
 }
 
 fn digest_at(built: &Built, last_seq: u64) -> Digest {
