@@ -15,7 +15,7 @@ use crate::format::{
 use crate::scan::{self, ChainPoint, Tail};
 use crate::segment::{self, HeaderState, LOCK_FILE_NAME, SegmentEntry, SegmentFile};
 use crate::storage::{OsStorage, Storage, WriteFile};
-use crate::{Record, Seq};
+use crate::{Record, RecordType, Seq};
 
 /// When appended records reach the operating system and the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -235,6 +235,8 @@ pub struct Log {
     written: Option<Digest>,
     durable_seq: Option<u64>,
     poisoned: Option<Arc<io::Error>>,
+    /// Records written at the start of every new segment.
+    preamble: Vec<(RecordType, Vec<u8>)>,
 }
 
 impl Log {
@@ -361,6 +363,7 @@ impl Log {
             written,
             durable_seq: written.map(|d| d.seq),
             poisoned: None,
+            preamble: Vec::new(),
             opts,
         };
         Ok((log, recovery))
@@ -395,6 +398,32 @@ impl Log {
     /// Number of segment files.
     pub fn segment_count(&self) -> usize {
         self.segments
+    }
+
+    /// Sets the records that open every segment started from now on, so that each
+    /// segment can be read alone: the layer above puts there what its records refer to
+    /// (the recorder, its dictionary of interned names). They get seqs like any record.
+    /// A segment that is already open is not changed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RecordTooLarge`] if a preamble record exceeds the maximum record size.
+    pub fn set_segment_preamble(&mut self, records: Vec<(RecordType, Vec<u8>)>) -> Result<()> {
+        for (_, payload) in &records {
+            if payload.len() > self.opts.record_bytes_max {
+                return Err(Error::RecordTooLarge {
+                    size_bytes: payload.len(),
+                    limit_bytes: self.opts.record_bytes_max,
+                });
+            }
+        }
+        self.preamble = records;
+        Ok(())
+    }
+
+    /// Seq of the first record of the active segment (the next seq if it is empty).
+    pub fn active_segment_first_seq(&self) -> Seq {
+        Seq(self.active.first_seq)
     }
 
     /// Appends one record and returns its seq.
@@ -506,8 +535,22 @@ impl Log {
                 + (BLOCK_HEADER_LEN + frame_len) as u64;
             if too_old || size_after > self.opts.segment_bytes_max {
                 self.roll()?;
+                // The preamble opens every new segment, stamped with the time of the
+                // record that started it (no earlier than anything before, no later
+                // than what follows).
+                let preamble = std::mem::take(&mut self.preamble);
+                for (record_type, payload) in &preamble {
+                    self.push_frame(&Record::new(*record_type, r.ts_ns, payload))?;
+                }
+                self.preamble = preamble;
             }
         }
+        self.push_frame(r)
+    }
+
+    /// Encodes one record into the open block, cutting the block as needed.
+    fn push_frame(&mut self, r: &Record<'_>) -> Result<Seq> {
+        let frame_len = format::frame_len(r.payload.len());
         if let Some(b) = self.open_block {
             let frames_len = self.buf.len() - b.start - BLOCK_HEADER_LEN;
             if frames_len + frame_len > self.opts.block_bytes_max
