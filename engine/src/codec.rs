@@ -1,0 +1,272 @@
+//! The recorder's records in the log: their type tags and their rkyv encodings.
+//!
+//! Every payload is an rkyv archive, read back in place ([`access`]) from the log's
+//! 8-aligned payloads after rkyv's validation. Names (kinds, sources, value names) are
+//! interned: records carry `u32` ids, and dictionary records map ids to names. The
+//! dictionary in force at a seq is the fold of the dictionary records from the start
+//! of that seq's segment up to it; every segment opens with the full dictionary (the
+//! log's segment preamble), so a segment can be read alone.
+
+use blackbox_log::RecordType;
+use rkyv::rancor;
+
+/// An event (full, sampled, pre-roll or post-roll).
+pub const EVENT: RecordType = RecordType(1);
+/// One summary window of one kind.
+pub const SUMMARY: RecordType = RecordType(2);
+/// Per-kind counters: running totals since the log was created.
+pub const ACCOUNTING: RecordType = RecordType(3);
+/// A snapshot of the working memory (JSON object).
+pub const CHECKPOINT: RecordType = RecordType(4);
+/// Reserved for knowledge-base commits.
+pub const KB: RecordType = RecordType(5);
+/// An incident marker.
+pub const INCIDENT: RecordType = RecordType(6);
+/// Dictionary entries: interned name ids.
+pub const DICTIONARY: RecordType = RecordType(7);
+
+/// Why an event was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum WrittenTier {
+    /// Its kind's tier is `full`.
+    Full = 0,
+    /// Kept by sampling; `weight` says how many events it stands for.
+    Sample = 1,
+    /// Held in the pre-roll ring and written because an incident was triggered.
+    Preroll = 2,
+    /// Written in full because it arrived inside an incident's post-roll window.
+    Postroll = 3,
+}
+
+impl WrittenTier {
+    /// The tier's name as replay shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WrittenTier::Full => "full",
+            WrittenTier::Sample => "sample",
+            WrittenTier::Preroll => "preroll",
+            WrittenTier::Postroll => "postroll",
+        }
+    }
+
+    /// Decodes a stored tier byte.
+    pub fn from_u8(b: u8) -> Option<WrittenTier> {
+        match b {
+            0 => Some(WrittenTier::Full),
+            1 => Some(WrittenTier::Sample),
+            2 => Some(WrittenTier::Preroll),
+            3 => Some(WrittenTier::Postroll),
+            _ => None,
+        }
+    }
+}
+
+/// How an event's payload bytes are to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Encoding {
+    /// No payload.
+    None = 0,
+    /// UTF-8 JSON text.
+    Json = 1,
+    /// Opaque bytes.
+    Raw = 2,
+}
+
+impl Encoding {
+    /// Decodes a stored encoding byte.
+    pub fn from_u8(b: u8) -> Option<Encoding> {
+        match b {
+            0 => Some(Encoding::None),
+            1 => Some(Encoding::Json),
+            2 => Some(Encoding::Raw),
+            _ => None,
+        }
+    }
+}
+
+/// An event record.
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct EventRecord {
+    /// Interned kind.
+    pub kind: u32,
+    /// Interned source; 0 when the event has none.
+    pub source: u32,
+    /// The caller's own time for the event, if it gave one (ns since the epoch).
+    pub event_time_ns: Option<u64>,
+    /// The recorder's time when the event was recorded (ns since the epoch). It equals
+    /// the log record's timestamp except for pre-roll events, which are written when
+    /// their incident is triggered.
+    pub recorded_ns: u64,
+    /// A [`WrittenTier`] as `u8`.
+    pub tier: u8,
+    /// How many events this record stands for (1 unless sampled).
+    pub weight: f64,
+    /// An [`Encoding`] as `u8`.
+    pub encoding: u8,
+    /// The payload bytes.
+    pub payload: Vec<u8>,
+    /// Numeric values: (interned name, value).
+    pub values: Vec<(u32, f64)>,
+}
+
+/// Aggregates of one value over a summary window.
+#[derive(Debug, Clone, Copy, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct ValueStats {
+    /// Interned value name.
+    pub name: u32,
+    /// Events in the window that carried this value.
+    pub count: u64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Sum of the values.
+    pub sum: f64,
+    /// The value of the last event in the window that carried it.
+    pub last: f64,
+}
+
+impl ValueStats {
+    /// The mean of the values (`sum / count`).
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum / self.count as f64
+        }
+    }
+}
+
+/// One summary window of one kind: `[window_start_ns, window_end_ns)`.
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct SummaryRecord {
+    /// Interned kind.
+    pub kind: u32,
+    /// Window start (ns, inclusive).
+    pub window_start_ns: u64,
+    /// Window end (ns, exclusive).
+    pub window_end_ns: u64,
+    /// Events summarized in the window.
+    pub count: u64,
+    /// Per-value aggregates, sorted by name id.
+    pub values: Vec<ValueStats>,
+}
+
+/// Per-kind counters. In an accounting record they are running totals since the log was
+/// created, and for every kind `seen = kept + sampled_out + summarized + dropped +
+/// overflow`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct Counters {
+    /// Events recorded.
+    pub seen: u64,
+    /// Events written (full, sampled in, or post-roll).
+    pub kept: u64,
+    /// Sample-tier events not kept.
+    pub sampled_out: u64,
+    /// Summary-tier events folded into a summary.
+    pub summarized: u64,
+    /// Drop-tier events.
+    pub dropped: u64,
+    /// Events lost because the writer could not keep up (overflow policy `drop`).
+    pub overflow: u64,
+    /// Sampled-out or summarized events that were also written in full from the
+    /// pre-roll ring when an incident was triggered (not part of the sum above).
+    pub preroll: u64,
+}
+
+impl Counters {
+    /// Adds `other` field by field.
+    pub fn add(&mut self, other: &Counters) {
+        self.seen += other.seen;
+        self.kept += other.kept;
+        self.sampled_out += other.sampled_out;
+        self.summarized += other.summarized;
+        self.dropped += other.dropped;
+        self.overflow += other.overflow;
+        self.preroll += other.preroll;
+    }
+
+    /// Whether `seen` equals the sum of the five outcomes.
+    pub fn balanced(&self) -> bool {
+        self.seen == self.kept + self.sampled_out + self.summarized + self.dropped + self.overflow
+    }
+}
+
+/// Counters of every kind, running totals.
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct AccountingRecord {
+    /// (interned kind, counters), sorted by kind id.
+    pub kinds: Vec<(u32, Counters)>,
+}
+
+/// An incident: a trigger event and the window captured around it.
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct IncidentRecord {
+    /// Seq of the trigger event.
+    pub trigger_seq: u64,
+    /// Interned kind of the trigger.
+    pub trigger_kind: u32,
+    /// Recorder time of the trigger (ns).
+    pub trigger_ts_ns: u64,
+    /// Start of the pre-roll window (ns).
+    pub preroll_start_ns: u64,
+    /// End of the post-roll window (ns); later triggers may extend it.
+    pub postroll_end_ns: u64,
+    /// Events written from the pre-roll ring.
+    pub preroll_events: u64,
+}
+
+/// Dictionary entries: (id, name).
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct DictionaryRecord {
+    /// The entries.
+    pub entries: Vec<(u32, String)>,
+}
+
+/// Encodes `value` with rkyv into `scratch` (cleared first) and returns the bytes.
+pub(crate) fn encode<'s, T>(value: &T, scratch: &'s mut rkyv::util::AlignedVec) -> &'s [u8]
+where
+    T: for<'a> rkyv::Serialize<
+            rkyv::api::high::HighSerializer<
+                rkyv::util::AlignedVec,
+                rkyv::ser::allocator::ArenaHandle<'a>,
+                rancor::Error,
+            >,
+        >,
+{
+    let buf = std::mem::take(scratch);
+    *scratch = rkyv::api::high::to_bytes_in(value, {
+        let mut b = buf;
+        b.clear();
+        b
+    })
+    .expect("serializing an in-memory record cannot fail");
+    scratch.as_slice()
+}
+
+/// Reads an archived record in place after validating it.
+///
+/// # Errors
+///
+/// The bytes are not a valid archive of `T` (damage, or a record of another type).
+pub fn access<T>(bytes: &[u8]) -> Result<&T, rancor::Error>
+where
+    T: rkyv::Portable
+        + for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rancor::Error>>,
+{
+    rkyv::access::<T, rancor::Error>(bytes)
+}

@@ -1,0 +1,109 @@
+//! Errors of the recorder.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::policy::{KindError, PolicyError};
+
+/// A specialized `Result` for the recorder.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while recording.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Error {
+    /// The log failed: opening, writing, syncing or reading it.
+    Log(Arc<blackbox_log::Error>),
+    /// The writer thread met an error earlier and records nothing more; every call
+    /// returns that error.
+    Writer(Arc<blackbox_log::Error>),
+    /// The event's kind breaks the naming rule.
+    InvalidKind(KindError),
+    /// A source or value name is empty or too long.
+    InvalidName {
+        /// The name.
+        name: String,
+        /// What it is (`"source"`, `"value name"`).
+        what: &'static str,
+        /// The rule it breaks.
+        rule: &'static str,
+    },
+    /// The event's payload exceeds the limit.
+    EventTooLarge {
+        /// The event's kind.
+        kind: String,
+        /// Payload size in bytes.
+        size_bytes: usize,
+        /// The limit in bytes.
+        limit_bytes: usize,
+    },
+    /// The policy is invalid.
+    Policy(PolicyError),
+    /// The recorder was closed.
+    Closed,
+    /// A record the recorder wrote earlier cannot be read back (dictionary, accounting,
+    /// checkpoint) while restoring state on open.
+    Restore {
+        /// The seq of the record.
+        seq: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Log(e) => e.fmt(f),
+            Error::Writer(e) => write!(f, "the recorder's writer stopped after an error: {e}"),
+            Error::InvalidKind(e) => e.fmt(f),
+            Error::InvalidName { name, what, rule } => {
+                write!(f, "invalid {what} {name:?}: {rule}")
+            }
+            Error::EventTooLarge {
+                kind,
+                size_bytes,
+                limit_bytes,
+            } => write!(
+                f,
+                "event of kind {kind:?} has a payload of {size_bytes} bytes, over the limit of {limit_bytes} bytes"
+            ),
+            Error::Policy(e) => e.fmt(f),
+            Error::Closed => write!(f, "the recorder is closed"),
+            Error::Restore { seq, reason } => {
+                write!(
+                    f,
+                    "cannot restore the recorder's state from seq {seq}: {reason}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Log(e) | Error::Writer(e) => Some(e.as_ref()),
+            Error::Policy(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<blackbox_log::Error> for Error {
+    fn from(e: blackbox_log::Error) -> Self {
+        Error::Log(Arc::new(e))
+    }
+}
+
+impl From<PolicyError> for Error {
+    fn from(e: PolicyError) -> Self {
+        Error::Policy(e)
+    }
+}
+
+impl From<KindError> for Error {
+    fn from(e: KindError) -> Self {
+        Error::InvalidKind(e)
+    }
+}

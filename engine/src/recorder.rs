@@ -1,0 +1,1082 @@
+//! The recorder: the hot path producers call, and the writer thread that owns the log.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use blackbox_log::{Durability, Log, LogOptions, LogReader, Record, RecordType, Recovery, Seq};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use parking_lot::Mutex;
+
+use crate::clock::{Clock, SystemClock};
+use crate::codec::{
+    self, AccountingRecord, Counters, DictionaryRecord, Encoding, EventRecord, IncidentRecord,
+    SummaryRecord, ValueStats, WrittenTier,
+};
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::names::{Interner, KindInfo, Kinds};
+use crate::policy::{self, Policy, Sampling, Tier};
+use crate::working::WorkingMemory;
+
+/// What `record` does when the writer falls behind and the channel is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// Wait for room: lossless, but a stalled disk stalls the producer.
+    #[default]
+    Block,
+    /// Count the event as `overflow` and return at once: a control loop never waits.
+    Drop,
+}
+
+/// Options for [`Recorder::open`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    log: LogOptions,
+    durability: Durability,
+    policy: Policy,
+    overflow: Overflow,
+    channel_capacity: usize,
+    batch_records_max: usize,
+    accounting_interval_ns: u64,
+    checkpoint_interval_ns: Option<u64>,
+    restore_working_memory: bool,
+    event_bytes_max: usize,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            log: LogOptions::new(),
+            durability: Durability::Flush,
+            policy: Policy::default(),
+            overflow: Overflow::Block,
+            channel_capacity: 1 << 16,
+            batch_records_max: 4096,
+            accounting_interval_ns: 5_000_000_000,
+            checkpoint_interval_ns: Some(60_000_000_000),
+            restore_working_memory: true,
+            event_bytes_max: 1 << 20,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl Config {
+    /// Defaults: everything `full`, `Flush` durability, `Block` on overflow, accounting
+    /// every 5 s, a working-memory checkpoint every 60 s, 1 MiB payloads at most.
+    pub fn new() -> Config {
+        Config::default()
+    }
+
+    /// Options of the log underneath (segment size, chain key, ...). Its durability is
+    /// ignored: set it with [`Config::durability`].
+    pub fn log_options(mut self, log: LogOptions) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// When the writer's batches reach the OS and the disk (default `Flush`): `Sync` makes
+    /// every batch durable before the next (group commit).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The retention policy.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// What `record` does when the writer cannot keep up (default `Block`).
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// Events that may wait for the writer (default 65 536).
+    pub fn channel_capacity(mut self, capacity: usize) -> Self {
+        self.channel_capacity = capacity.max(1);
+        self
+    }
+
+    /// Interval of accounting records, by the recorder's clock (default 5 s).
+    pub fn accounting_interval_ns(mut self, ns: u64) -> Self {
+        self.accounting_interval_ns = ns.max(1);
+        self
+    }
+
+    /// Interval of automatic working-memory checkpoints (default 60 s; `None`: only on
+    /// request, at incidents and on close).
+    pub fn checkpoint_interval_ns(mut self, ns: Option<u64>) -> Self {
+        self.checkpoint_interval_ns = ns.filter(|&n| n > 0);
+        self
+    }
+
+    /// Restore working memory from the last checkpoint on open (default true).
+    pub fn restore_working_memory(mut self, restore: bool) -> Self {
+        self.restore_working_memory = restore;
+        self
+    }
+
+    /// Largest event payload accepted (default 1 MiB).
+    pub fn event_bytes_max(mut self, bytes: usize) -> Self {
+        self.event_bytes_max = bytes;
+        self
+    }
+
+    /// The clock (default: the system clock). Tests pass a
+    /// [`ManualClock`](crate::ManualClock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+}
+
+/// An event on its way to the writer.
+#[derive(Debug)]
+struct EventMsg {
+    kind: Arc<KindInfo>,
+    ts_ns: u64,
+    source: u32,
+    event_time_ns: Option<u64>,
+    encoding: Encoding,
+    payload: Vec<u8>,
+    values: Vec<(u32, f64)>,
+}
+
+impl EventMsg {
+    fn size_bytes(&self) -> usize {
+        64 + self.payload.len() + self.values.len() * 12
+    }
+}
+
+type Reply<T> = Sender<Result<T>>;
+
+#[derive(Debug)]
+enum Msg {
+    Event(EventMsg),
+    Checkpoint(Reply<Seq>),
+    Sync(Reply<Option<Seq>>),
+    Stats(Reply<BTreeMap<String, Counters>>),
+    Close(Reply<Option<Seq>>),
+}
+
+/// State shared by producers and the writer.
+#[derive(Debug)]
+struct Shared {
+    policy: Policy,
+    clock: Arc<dyn Clock>,
+    names: Interner,
+    kinds: Kinds,
+    working: Arc<WorkingMemory>,
+    /// Producers treat every event as `full` before this recorder time (post-roll).
+    postroll_until_ns: AtomicU64,
+    /// Set with `failure` when the writer stops on an error.
+    failed: AtomicBool,
+    failure: Mutex<Option<Arc<blackbox_log::Error>>>,
+    closed: AtomicBool,
+}
+
+impl Shared {
+    fn failure(&self) -> Error {
+        match &*self.failure.lock() {
+            Some(e) => Error::Writer(Arc::clone(e)),
+            None => Error::Closed,
+        }
+    }
+}
+
+/// The flight recorder: working memory, retention tiers with exact accounting, incident
+/// capture, over a hash-chained log.
+///
+/// `record` may be called from any number of threads; it never touches the disk. One
+/// writer thread owns the log, batches what producers hand it, and group-commits.
+#[derive(Debug)]
+pub struct Recorder {
+    shared: Arc<Shared>,
+    tx: Sender<Msg>,
+    overflow: Overflow,
+    event_bytes_max: usize,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    recovery: Recovery,
+}
+
+impl Recorder {
+    /// Opens (or creates) the recorder's log in `dir`, restores its dictionary, its
+    /// accounting totals and (unless disabled) the working memory of the last
+    /// checkpoint, and starts the writer thread.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`Log::open`] refuses; [`Error::Restore`] when a record needed to
+    /// restore state cannot be decoded.
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Recorder> {
+        let dir = dir.as_ref();
+        let log_opts = config.log.clone().durability(Durability::Buffered);
+        let (log, recovery) = Log::open(dir, log_opts)?;
+        let shared = Arc::new(Shared {
+            policy: config.policy.clone(),
+            clock: Arc::clone(&config.clock),
+            names: Interner::default(),
+            kinds: Kinds::default(),
+            working: Arc::new(WorkingMemory::default()),
+            postroll_until_ns: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        });
+        let restored = restore(dir, &shared, config.restore_working_memory)?;
+        let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
+        let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored);
+        writer.open_session()?;
+        let handle = std::thread::Builder::new()
+            .name("blackbox-writer".to_owned())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| {
+                Error::from(blackbox_log::Error::Io {
+                    op: "start the writer thread for",
+                    path: dir.to_owned(),
+                    source: e,
+                })
+            })?;
+        Ok(Recorder {
+            shared,
+            tx,
+            overflow: config.overflow,
+            event_bytes_max: config.event_bytes_max,
+            writer: Mutex::new(Some(handle)),
+            recovery,
+        })
+    }
+
+    /// What opening the log found (torn tail cut, segments, last seq).
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// Records an event. Classifies its kind (cached), counts it, and hands what the
+    /// policy keeps to the writer; never touches the disk.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKind`], [`Error::InvalidName`], [`Error::EventTooLarge`] (nothing
+    /// recorded), [`Error::Writer`] after the writer failed (every time), and
+    /// [`Error::Closed`].
+    pub fn record(&self, event: &Event<'_>) -> Result<()> {
+        if self.shared.failed.load(Ordering::Acquire) || self.shared.closed.load(Ordering::Acquire)
+        {
+            return Err(self.shared.failure());
+        }
+        let kind = match self.shared.kinds.get(event.kind) {
+            Some(k) => k,
+            None => {
+                policy::validate_kind(event.kind)?;
+                self.shared
+                    .kinds
+                    .insert(event.kind, &self.shared.policy, &self.shared.names)
+            }
+        };
+        if event.payload.len() > self.event_bytes_max {
+            return Err(Error::EventTooLarge {
+                kind: event.kind.to_owned(),
+                size_bytes: event.payload.len(),
+                limit_bytes: self.event_bytes_max,
+            });
+        }
+        let ts_ns = self.shared.clock.now_ns();
+        if kind.class.trigger
+            && let Some(incident) = self.shared.policy.incident()
+        {
+            self.shared
+                .postroll_until_ns
+                .fetch_max(ts_ns.saturating_add(incident.postroll_ns), Ordering::AcqRel);
+        }
+        if kind.class.tier == Tier::Drop
+            && !kind.class.trigger
+            && ts_ns >= self.shared.postroll_until_ns.load(Ordering::Acquire)
+        {
+            kind.dropped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let source = match event.source {
+            Some(s) => {
+                check_name(s, "source")?;
+                self.shared.names.intern(s)
+            }
+            None => 0,
+        };
+        let mut values = Vec::with_capacity(event.values.len());
+        for &(name, v) in event.values {
+            check_name(name, "value name")?;
+            values.push((self.shared.names.intern(name), v));
+        }
+        let msg = Msg::Event(EventMsg {
+            kind,
+            ts_ns,
+            source,
+            event_time_ns: event.event_time_ns,
+            encoding: event.encoding,
+            payload: event.payload.to_vec(),
+            values,
+        });
+        match self.overflow {
+            Overflow::Block => self.tx.send(msg).map_err(|_| self.shared.failure()),
+            Overflow::Drop => match self.tx.try_send(msg) {
+                Ok(()) => Ok(()),
+                Err(TrySendError::Full(Msg::Event(m))) => {
+                    m.kind.overflow.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }
+                Err(_) => Err(self.shared.failure()),
+            },
+        }
+    }
+
+    /// The working memory.
+    pub fn working(&self) -> &WorkingMemory {
+        &self.shared.working
+    }
+
+    /// Appends a snapshot of the working memory to the log and returns its seq (durable
+    /// after the next [`Recorder::sync`], or at once in `Sync` mode).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Writer`] or [`Error::Closed`].
+    pub fn checkpoint(&self) -> Result<Seq> {
+        self.request(Msg::Checkpoint)
+    }
+
+    /// A barrier: returns once every event recorded before it (and kept) is durable,
+    /// with the last seq written.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Writer`] or [`Error::Closed`].
+    pub fn sync(&self) -> Result<Option<Seq>> {
+        self.request(Msg::Sync)
+    }
+
+    /// Per-kind counters, running totals since the log was created, including every
+    /// event recorded before this call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Writer`] or [`Error::Closed`].
+    pub fn stats(&self) -> Result<BTreeMap<String, Counters>> {
+        self.request(Msg::Stats)
+    }
+
+    /// Writes the open summary windows, a final accounting record and a checkpoint,
+    /// syncs, and stops the writer. Later calls return [`Error::Closed`].
+    ///
+    /// # Errors
+    ///
+    /// The writer's error, if it failed.
+    pub fn close(&self) -> Result<Option<Seq>> {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return Err(Error::Closed);
+        }
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        let result = match self.tx.send(Msg::Close(reply)) {
+            Ok(()) => rx.recv().unwrap_or_else(|_| Err(self.shared.failure())),
+            Err(_) => Err(self.shared.failure()),
+        };
+        if let Some(handle) = self.writer.lock().take() {
+            let _ = handle.join();
+        }
+        result
+    }
+
+    fn request<T>(&self, make: impl FnOnce(Reply<T>) -> Msg) -> Result<T> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.tx
+            .send(make(reply))
+            .map_err(|_| self.shared.failure())?;
+        rx.recv().unwrap_or_else(|_| Err(self.shared.failure()))
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if !self.shared.closed.load(Ordering::Acquire) {
+            let _ = self.close();
+        }
+    }
+}
+
+fn check_name(name: &str, what: &'static str) -> Result<()> {
+    let rule = if name.is_empty() {
+        "it is empty"
+    } else if name.len() > 256 {
+        "it is longer than 256 bytes"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidName {
+        name: name.to_owned(),
+        what,
+        rule,
+    })
+}
+
+/// What the log says about the state the last session left.
+#[derive(Debug, Default)]
+struct Restored {
+    totals: HashMap<u32, Counters>,
+}
+
+/// Restores the dictionary, the accounting totals and the working memory from the log:
+/// walking back from the last segment until a segment that opens with the dictionary
+/// (or the first one), and as far back as needed for the last accounting record and
+/// checkpoint.
+fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restored> {
+    let segments = blackbox_log::list_segments(dir)?;
+    let reader = LogReader::open(dir)?;
+    let mut restored = Restored::default();
+    let mut dict_done = false;
+    let mut accounting_done = false;
+    let mut checkpoint_done = !restore_working;
+    let mut dict_entries: Vec<(u32, String)> = Vec::new();
+    for (i, seg) in segments.iter().enumerate().rev() {
+        if dict_done && accounting_done && checkpoint_done {
+            break;
+        }
+        let end = segments.get(i + 1).map(|s| s.first_seq);
+        let mut seg_dict = Vec::new();
+        let mut opens_with_dict = false;
+        let mut first = true;
+        let mut last_accounting = None;
+        let mut last_checkpoint = None;
+        let range = match end {
+            Some(end) => reader.records(Seq(seg.first_seq)..Seq(end))?,
+            None => reader.records(Seq(seg.first_seq)..)?,
+        };
+        for r in range {
+            let r = r?;
+            let t = r.record_type();
+            if first {
+                opens_with_dict = t == codec::DICTIONARY;
+                first = false;
+            }
+            if t == codec::DICTIONARY && !dict_done {
+                let d =
+                    codec::access::<codec::ArchivedDictionaryRecord>(r.payload()).map_err(|e| {
+                        Error::Restore {
+                            seq: r.seq().0,
+                            reason: format!("dictionary record: {e}"),
+                        }
+                    })?;
+                for e in d.entries.iter() {
+                    seg_dict.push((e.0.to_native(), e.1.as_str().to_owned()));
+                }
+            } else if t == codec::ACCOUNTING && !accounting_done {
+                last_accounting = Some(r);
+            } else if t == codec::CHECKPOINT && !checkpoint_done {
+                last_checkpoint = Some(r);
+            }
+        }
+        if !dict_done {
+            // Earlier segments' entries come first so later ones override them.
+            seg_dict.append(&mut dict_entries);
+            dict_entries = seg_dict;
+            dict_done = opens_with_dict || i == 0;
+        }
+        if let Some(r) = last_accounting {
+            let a = codec::access::<codec::ArchivedAccountingRecord>(r.payload()).map_err(|e| {
+                Error::Restore {
+                    seq: r.seq().0,
+                    reason: format!("accounting record: {e}"),
+                }
+            })?;
+            for e in a.kinds.iter() {
+                let kind = &e.0;
+                let c: Counters = rkyv::deserialize::<Counters, rkyv::rancor::Error>(&e.1)
+                    .map_err(|e| Error::Restore {
+                        seq: r.seq().0,
+                        reason: format!("accounting record: {e}"),
+                    })?;
+                restored.totals.insert(kind.to_native(), c);
+            }
+            accounting_done = true;
+        }
+        if let Some(r) = last_checkpoint {
+            let content: BTreeMap<String, serde_json::Value> = serde_json::from_slice(r.payload())
+                .map_err(|e| Error::Restore {
+                    seq: r.seq().0,
+                    reason: format!("checkpoint record: {e}"),
+                })?;
+            shared.working.replace(content);
+            checkpoint_done = true;
+        }
+    }
+    for (id, name) in dict_entries {
+        shared.names.restore(id, &name);
+    }
+    Ok(restored)
+}
+
+/// A sampled-out or summarized event kept for a possible incident.
+#[derive(Debug)]
+struct RingEntry {
+    msg: EventMsg,
+}
+
+/// The open summary window of one kind.
+#[derive(Debug)]
+struct Window {
+    start_ns: u64,
+    end_ns: u64,
+    count: u64,
+    values: BTreeMap<u32, ValueStats>,
+}
+
+/// Sampling state of one kind.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sampler {
+    /// Events of the kind seen by the sampler so far.
+    n: u64,
+}
+
+impl Sampler {
+    /// Deterministic: `Every(N)` keeps events 0, N, 2N, ...; `Rate(p)` keeps event n when
+    /// `floor((n + 1) p) > floor(n p)`, exactly p of them over any prefix, to within one.
+    fn keep(&mut self, sampling: Sampling) -> bool {
+        let n = self.n;
+        self.n += 1;
+        match sampling {
+            Sampling::Every(every) => n.is_multiple_of(every.max(1)),
+            Sampling::Rate(p) => ((n + 1) as f64 * p).floor() > (n as f64 * p).floor(),
+        }
+    }
+}
+
+/// The writer thread's state. It alone touches the log.
+struct Writer {
+    log: Log,
+    shared: Arc<Shared>,
+    durability: Durability,
+    batch_records_max: usize,
+    accounting_interval_ns: u64,
+    checkpoint_interval_ns: Option<u64>,
+    incident: Option<crate::policy::IncidentPolicy>,
+    /// Running totals restored from the log, per kind id.
+    base: HashMap<u32, Counters>,
+    /// Counters the writer keeps this session (kept, sampled_out, summarized, preroll,
+    /// and drop-tier events that reached it after a post-roll ended).
+    counts: HashMap<u32, Counters>,
+    samplers: HashMap<u32, Sampler>,
+    windows: HashMap<u32, Window>,
+    ring: VecDeque<RingEntry>,
+    ring_bytes: usize,
+    postroll_until_ns: u64,
+    last_stamp_ns: u64,
+    next_accounting_ns: u64,
+    next_checkpoint_ns: Option<u64>,
+    /// Encoded records of the current batch: (type, ts, range in `arena`).
+    out: Vec<(RecordType, u64, std::ops::Range<usize>)>,
+    arena: Vec<u8>,
+    scratch: rkyv::util::AlignedVec,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    fn new(log: Log, shared: Arc<Shared>, config: &Config, restored: Restored) -> Writer {
+        let now = shared.clock.now_ns();
+        Writer {
+            incident: shared.policy.incident().cloned(),
+            log,
+            durability: config.durability,
+            batch_records_max: config.batch_records_max,
+            accounting_interval_ns: config.accounting_interval_ns,
+            checkpoint_interval_ns: config.checkpoint_interval_ns,
+            base: restored.totals,
+            counts: HashMap::new(),
+            samplers: HashMap::new(),
+            windows: HashMap::new(),
+            ring: VecDeque::new(),
+            ring_bytes: 0,
+            postroll_until_ns: 0,
+            last_stamp_ns: 0,
+            next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
+            next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
+            out: Vec::new(),
+            arena: Vec::new(),
+            scratch: rkyv::util::AlignedVec::new(),
+            shared,
+        }
+    }
+
+    /// Writes the full dictionary, so this session's records are self-describing even
+    /// in a segment that opened before the dictionary was set as its preamble.
+    fn open_session(&mut self) -> Result<()> {
+        let all = self.shared.names.all();
+        if !all.is_empty() {
+            self.emit_dictionary(all.clone(), self.shared.clock.now_ns());
+            self.set_preamble(all)?;
+            self.flush_out()?;
+            self.end_batch()?;
+        }
+        Ok(())
+    }
+
+    fn run(mut self, rx: Receiver<Msg>) {
+        const TICK: Duration = Duration::from_millis(50);
+        let mut batch = Vec::with_capacity(self.batch_records_max);
+        loop {
+            match rx.recv_timeout(TICK) {
+                Ok(m) => batch.push(m),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    let _ = self.close();
+                    return;
+                }
+            }
+            while batch.len() < self.batch_records_max {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            if self.shared.failed.load(Ordering::Acquire) {
+                // Answer every request with the failure until the recorder closes.
+                let closing = fail_all(&self.shared, &mut batch);
+                if closing {
+                    return;
+                }
+                continue;
+            }
+            match self.process(&mut batch) {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => {
+                    let e = match e {
+                        Error::Log(e) | Error::Writer(e) => e,
+                        other => Arc::new(blackbox_log::Error::InvalidOptions {
+                            reason: other.to_string(),
+                        }),
+                    };
+                    *self.shared.failure.lock() = Some(e);
+                    self.shared.failed.store(true, Ordering::Release);
+                    if fail_all(&self.shared, &mut batch) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Processes one batch of messages. Returns whether the recorder is closing.
+    fn process(&mut self, batch: &mut Vec<Msg>) -> Result<bool> {
+        let pending = self.shared.names.take_pending();
+        if !pending.is_empty() {
+            let now = self.shared.clock.now_ns();
+            self.emit_dictionary(pending, now);
+            self.set_preamble(self.shared.names.all())?;
+        }
+        let mut syncs = Vec::new();
+        let mut close = None;
+        for msg in batch.drain(..) {
+            match msg {
+                Msg::Event(e) => self.on_event(e)?,
+                Msg::Checkpoint(reply) => {
+                    let r = self.checkpoint();
+                    let failed = r.is_err();
+                    let _ = reply.send(r);
+                    if failed {
+                        return Err(self.shared.failure());
+                    }
+                }
+                Msg::Sync(reply) => syncs.push(reply),
+                Msg::Stats(reply) => {
+                    let _ = reply.send(Ok(self.stats()));
+                }
+                Msg::Close(reply) => {
+                    close = Some(reply);
+                    break;
+                }
+            }
+        }
+        self.timers(self.shared.clock.now_ns())?;
+        self.flush_out()?;
+        if let Some(reply) = close {
+            let r = self.close();
+            for s in syncs {
+                let _ = s.send(r.clone());
+            }
+            let _ = reply.send(r);
+            return Ok(true);
+        }
+        if syncs.is_empty() {
+            self.end_batch()?;
+        } else {
+            let r = self.log.sync().map_err(Error::from);
+            for s in syncs {
+                let _ = s.send(r.clone());
+            }
+            r?;
+        }
+        Ok(false)
+    }
+
+    /// Applies the durability mode at the end of a batch.
+    fn end_batch(&mut self) -> Result<()> {
+        match self.durability {
+            Durability::Buffered => {}
+            Durability::Flush => self.log.flush()?,
+            Durability::Sync => {
+                self.log.sync()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<Option<Seq>> {
+        let now = self.shared.clock.now_ns();
+        let kinds: Vec<u32> = self.windows.keys().copied().collect();
+        for k in kinds {
+            self.close_window(k);
+        }
+        self.emit_accounting(now);
+        let snapshot = self.shared.working.to_json_bytes();
+        self.emit_raw(codec::CHECKPOINT, now, &snapshot);
+        self.flush_out()?;
+        Ok(self.log.sync()?)
+    }
+
+    fn stamp(&mut self, ts_ns: u64) -> u64 {
+        self.last_stamp_ns = self.last_stamp_ns.max(ts_ns);
+        self.last_stamp_ns
+    }
+
+    fn counts(&mut self, kind: u32) -> &mut Counters {
+        self.counts.entry(kind).or_default()
+    }
+
+    fn on_event(&mut self, msg: EventMsg) -> Result<()> {
+        let ts = msg.ts_ns;
+        self.evict_ring(ts);
+        let kind = msg.kind.id;
+        let class = &msg.kind.class;
+        if class.trigger && self.incident.is_some() {
+            return self.on_trigger(msg);
+        }
+        let in_postroll = ts < self.postroll_until_ns;
+        match class.tier.clone() {
+            Tier::Full => {
+                self.counts(kind).kept += 1;
+                self.emit_event(&msg, WrittenTier::Full, 1.0);
+            }
+            _ if in_postroll => {
+                self.counts(kind).kept += 1;
+                self.emit_event(&msg, WrittenTier::Postroll, 1.0);
+            }
+            Tier::Sample(sampling) => {
+                if self.samplers.entry(kind).or_default().keep(sampling) {
+                    self.counts(kind).kept += 1;
+                    self.emit_event(&msg, WrittenTier::Sample, sampling.weight());
+                } else {
+                    self.counts(kind).sampled_out += 1;
+                    self.push_ring(msg);
+                }
+            }
+            Tier::Summary { window_ns } => {
+                self.summarize(&msg, window_ns);
+                self.counts(kind).summarized += 1;
+                self.push_ring(msg);
+            }
+            Tier::Drop => {
+                // Reached the writer because a producer saw a post-roll that had ended
+                // by this event's time here.
+                self.counts(kind).dropped += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_trigger(&mut self, msg: EventMsg) -> Result<()> {
+        let Some(incident) = self.incident.clone() else {
+            return Ok(());
+        };
+        let ts = msg.ts_ns;
+        let preroll_start = ts.saturating_sub(incident.preroll_ns);
+        let mut preroll_events = 0u64;
+        while let Some(entry) = self.ring.pop_front() {
+            self.ring_bytes -= entry.msg.size_bytes();
+            if entry.msg.ts_ns >= preroll_start {
+                let kind = entry.msg.kind.id;
+                self.counts(kind).preroll += 1;
+                self.emit_event(&entry.msg, WrittenTier::Preroll, 1.0);
+                preroll_events += 1;
+            }
+        }
+        let kind = msg.kind.id;
+        self.counts(kind).kept += 1;
+        let tier = if ts < self.postroll_until_ns {
+            WrittenTier::Postroll
+        } else {
+            WrittenTier::Full
+        };
+        self.emit_event(&msg, tier, 1.0);
+        let trigger_seq = self.flush_out()?.map_or(0, |s| s.0);
+        self.postroll_until_ns = self
+            .postroll_until_ns
+            .max(ts.saturating_add(incident.postroll_ns));
+        let marker = IncidentRecord {
+            trigger_seq,
+            trigger_kind: kind,
+            trigger_ts_ns: ts,
+            preroll_start_ns: preroll_start,
+            postroll_end_ns: self.postroll_until_ns,
+            preroll_events,
+        };
+        let at = self.stamp(ts);
+        let bytes = codec::encode(&marker, &mut self.scratch).to_vec();
+        self.emit_raw(codec::INCIDENT, at, &bytes);
+        let snapshot = self.shared.working.to_json_bytes();
+        self.emit_raw(codec::CHECKPOINT, at, &snapshot);
+        Ok(())
+    }
+
+    fn push_ring(&mut self, msg: EventMsg) {
+        let Some(incident) = &self.incident else {
+            return;
+        };
+        self.ring_bytes += msg.size_bytes();
+        self.ring.push_back(RingEntry { msg });
+        let max = usize::try_from(incident.preroll_bytes_max).unwrap_or(usize::MAX);
+        while self.ring_bytes > max {
+            match self.ring.pop_front() {
+                Some(e) => self.ring_bytes -= e.msg.size_bytes(),
+                None => break,
+            }
+        }
+    }
+
+    fn evict_ring(&mut self, now_ns: u64) {
+        let Some(incident) = &self.incident else {
+            return;
+        };
+        let horizon = now_ns.saturating_sub(incident.preroll_ns);
+        while self.ring.front().is_some_and(|e| e.msg.ts_ns < horizon) {
+            if let Some(e) = self.ring.pop_front() {
+                self.ring_bytes -= e.msg.size_bytes();
+            }
+        }
+    }
+
+    fn summarize(&mut self, msg: &EventMsg, window_ns: u64) {
+        let kind = msg.kind.id;
+        let start = msg.ts_ns - msg.ts_ns % window_ns;
+        if self.windows.get(&kind).is_some_and(|w| w.start_ns != start) {
+            self.close_window(kind);
+        }
+        let w = self.windows.entry(kind).or_insert_with(|| Window {
+            start_ns: start,
+            end_ns: start.saturating_add(window_ns),
+            count: 0,
+            values: BTreeMap::new(),
+        });
+        w.count += 1;
+        for &(name, v) in &msg.values {
+            let s = w.values.entry(name).or_insert(ValueStats {
+                name,
+                count: 0,
+                min: v,
+                max: v,
+                sum: 0.0,
+                last: v,
+            });
+            s.count += 1;
+            s.min = s.min.min(v);
+            s.max = s.max.max(v);
+            s.sum += v;
+            s.last = v;
+        }
+    }
+
+    fn close_window(&mut self, kind: u32) {
+        let Some(w) = self.windows.remove(&kind) else {
+            return;
+        };
+        let record = SummaryRecord {
+            kind,
+            window_start_ns: w.start_ns,
+            window_end_ns: w.end_ns,
+            count: w.count,
+            values: w.values.into_values().collect(),
+        };
+        let at = self.stamp(w.end_ns.min(self.shared.clock.now_ns()));
+        let bytes = codec::encode(&record, &mut self.scratch).to_vec();
+        self.emit_raw(codec::SUMMARY, at, &bytes);
+    }
+
+    /// Closes summary windows that have ended and writes due accounting records and
+    /// checkpoints.
+    fn timers(&mut self, now: u64) -> Result<()> {
+        let ended: Vec<u32> = self
+            .windows
+            .iter()
+            .filter(|(_, w)| w.end_ns <= now)
+            .map(|(&k, _)| k)
+            .collect();
+        for k in ended {
+            self.close_window(k);
+        }
+        self.evict_ring(now);
+        if now >= self.next_accounting_ns {
+            self.emit_accounting(now);
+            self.next_accounting_ns = now.saturating_add(self.accounting_interval_ns);
+        }
+        if let (Some(next), Some(interval)) = (self.next_checkpoint_ns, self.checkpoint_interval_ns)
+            && now >= next
+        {
+            self.checkpoint()?;
+            self.next_checkpoint_ns = Some(now.saturating_add(interval));
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&mut self) -> Result<Seq> {
+        let now = self.shared.clock.now_ns();
+        let at = self.stamp(now);
+        let snapshot = self.shared.working.to_json_bytes();
+        self.emit_raw(codec::CHECKPOINT, at, &snapshot);
+        Ok(self.flush_out()?.unwrap_or(Seq(0)))
+    }
+
+    /// Totals per kind id: restored base + this session's writer and producer counts.
+    fn totals(&self) -> BTreeMap<u32, Counters> {
+        let mut totals: BTreeMap<u32, Counters> = self.base.iter().map(|(&k, c)| (k, *c)).collect();
+        for (&k, c) in &self.counts {
+            totals.entry(k).or_default().add(c);
+        }
+        for (k, dropped, overflow) in self.shared.kinds.producer_counts() {
+            let t = totals.entry(k).or_default();
+            t.dropped += dropped;
+            t.overflow += overflow;
+        }
+        for c in totals.values_mut() {
+            c.seen = c.kept + c.sampled_out + c.summarized + c.dropped + c.overflow;
+        }
+        totals
+    }
+
+    fn stats(&self) -> BTreeMap<String, Counters> {
+        self.totals()
+            .into_iter()
+            .map(|(k, c)| {
+                let name = self
+                    .shared
+                    .names
+                    .name(k)
+                    .map_or_else(|| format!("#{k}"), |n| n.to_string());
+                (name, c)
+            })
+            .collect()
+    }
+
+    fn emit_accounting(&mut self, now: u64) {
+        let record = AccountingRecord {
+            kinds: self.totals().into_iter().collect(),
+        };
+        let at = self.stamp(now);
+        let bytes = codec::encode(&record, &mut self.scratch).to_vec();
+        self.emit_raw(codec::ACCOUNTING, at, &bytes);
+    }
+
+    fn emit_dictionary(&mut self, entries: Vec<(u32, String)>, now: u64) {
+        let at = self.stamp(now);
+        let bytes = codec::encode(&DictionaryRecord { entries }, &mut self.scratch).to_vec();
+        self.emit_raw(codec::DICTIONARY, at, &bytes);
+    }
+
+    fn set_preamble(&mut self, entries: Vec<(u32, String)>) -> Result<()> {
+        let bytes = codec::encode(&DictionaryRecord { entries }, &mut self.scratch).to_vec();
+        self.log
+            .set_segment_preamble(vec![(codec::DICTIONARY, bytes)])?;
+        Ok(())
+    }
+
+    fn emit_event(&mut self, msg: &EventMsg, tier: WrittenTier, weight: f64) {
+        let record = EventRecord {
+            kind: msg.kind.id,
+            source: msg.source,
+            event_time_ns: msg.event_time_ns,
+            recorded_ns: msg.ts_ns,
+            tier: tier as u8,
+            weight,
+            encoding: msg.encoding as u8,
+            payload: msg.payload.clone(),
+            values: msg.values.clone(),
+        };
+        let at = self.stamp(msg.ts_ns);
+        let start = self.arena.len();
+        self.arena
+            .extend_from_slice(codec::encode(&record, &mut self.scratch));
+        self.out.push((codec::EVENT, at, start..self.arena.len()));
+    }
+
+    /// Queues a record, stamped no earlier than anything before it.
+    fn emit_raw(&mut self, t: RecordType, ts_ns: u64, bytes: &[u8]) {
+        let at = self.stamp(ts_ns);
+        let start = self.arena.len();
+        self.arena.extend_from_slice(bytes);
+        self.out.push((t, at, start..self.arena.len()));
+    }
+
+    /// Appends the batch's encoded records; returns the last seq.
+    fn flush_out(&mut self) -> Result<Option<Seq>> {
+        if self.out.is_empty() {
+            return Ok(None);
+        }
+        let records: Vec<Record<'_>> = self
+            .out
+            .iter()
+            .map(|(t, ts, range)| Record::new(*t, *ts, &self.arena[range.clone()]))
+            .collect();
+        let last = self.log.append_batch(&records)?;
+        self.out.clear();
+        self.arena.clear();
+        Ok(last)
+    }
+}
+
+/// Answers every message of `batch` with the writer's failure. Returns whether a close
+/// was among them.
+fn fail_all(shared: &Shared, batch: &mut Vec<Msg>) -> bool {
+    let mut closing = false;
+    for msg in batch.drain(..) {
+        match msg {
+            Msg::Event(_) => {}
+            Msg::Checkpoint(r) => {
+                let _ = r.send(Err(shared.failure()));
+            }
+            Msg::Sync(r) => {
+                let _ = r.send(Err(shared.failure()));
+            }
+            Msg::Stats(r) => {
+                let _ = r.send(Err(shared.failure()));
+            }
+            Msg::Close(r) => {
+                let _ = r.send(Err(shared.failure()));
+                closing = true;
+            }
+        }
+    }
+    closing
+}
