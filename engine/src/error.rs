@@ -39,6 +39,14 @@ pub enum Error {
     },
     /// The policy is invalid.
     Policy(PolicyError),
+    /// The working memory is too large to checkpoint in one log record; nothing was
+    /// written and the recorder goes on.
+    CheckpointTooLarge {
+        /// Size of the JSON snapshot in bytes.
+        size_bytes: usize,
+        /// The log's record limit in bytes.
+        limit_bytes: usize,
+    },
     /// The recorder was closed.
     Closed,
     /// A record the recorder wrote earlier cannot be read back (dictionary, accounting,
@@ -69,6 +77,13 @@ impl fmt::Display for Error {
                 "event of kind {kind:?} has a payload of {size_bytes} bytes, over the limit of {limit_bytes} bytes"
             ),
             Error::Policy(e) => e.fmt(f),
+            Error::CheckpointTooLarge {
+                size_bytes,
+                limit_bytes,
+            } => write!(
+                f,
+                "the working memory ({size_bytes} bytes of JSON) is over the log's record limit of {limit_bytes} bytes: not checkpointed"
+            ),
             Error::Closed => write!(f, "the recorder is closed"),
             Error::Restore { seq, reason } => {
                 write!(

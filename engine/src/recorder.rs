@@ -124,7 +124,8 @@ impl Config {
         self
     }
 
-    /// Largest event payload accepted (default 1 MiB).
+    /// Largest event accepted: its payload plus 16 bytes per numeric value (default
+    /// 1 MiB). With 256 bytes of encoding it must fit the log's `record_bytes_max`.
     pub fn event_bytes_max(mut self, bytes: usize) -> Self {
         self.event_bytes_max = bytes;
         self
@@ -220,6 +221,16 @@ impl Recorder {
         let dir = dir.as_ref();
         let log_opts = config.log.clone().durability(Durability::Buffered);
         let (log, recovery) = Log::open(dir, log_opts)?;
+        if config.event_bytes_max.saturating_add(EVENT_OVERHEAD_BYTES) > log.record_bytes_max() {
+            return Err(blackbox_log::Error::InvalidOptions {
+                reason: format!(
+                    "event_bytes_max {} plus {EVENT_OVERHEAD_BYTES} bytes of encoding exceeds the log's record_bytes_max {}",
+                    config.event_bytes_max,
+                    log.record_bytes_max()
+                ),
+            }
+            .into());
+        }
         let shared = Arc::new(Shared {
             policy: config.policy.clone(),
             clock: Arc::clone(&config.clock),
@@ -231,7 +242,13 @@ impl Recorder {
             failure: Mutex::new(None),
             closed: AtomicBool::new(false),
         });
-        let restored = restore(dir, &shared, config.restore_working_memory)?;
+        let mut restored = restore(dir, &shared, config.restore_working_memory)?;
+        if let Some(seq) = recovery.last_seq {
+            // Stamps go on from the log's last one, wherever the clock is now (the log
+            // refuses a lower timestamp).
+            let last = LogReader::open(dir)?.records(seq..)?.next().transpose()?;
+            restored.last_ts_ns = last.map_or(0, |r| r.ts_ns());
+        }
         let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
         let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored);
         writer.open_session()?;
@@ -273,6 +290,22 @@ impl Recorder {
         {
             return Err(self.shared.failure());
         }
+        // Everything that can refuse the event is checked before anything is counted or
+        // registered: a refused event leaves no trace.
+        let size_bytes = event.payload.len() + event.values.len() * VALUE_BYTES;
+        if size_bytes > self.event_bytes_max {
+            return Err(Error::EventTooLarge {
+                kind: event.kind.to_owned(),
+                size_bytes,
+                limit_bytes: self.event_bytes_max,
+            });
+        }
+        if let Some(s) = event.source {
+            check_name(s, "source")?;
+        }
+        for &(name, _) in event.values {
+            check_name(name, "value name")?;
+        }
         let kind = match self.shared.kinds.get(event.kind) {
             Some(k) => k,
             None => {
@@ -282,13 +315,6 @@ impl Recorder {
                     .insert(event.kind, &self.shared.policy, &self.shared.names)
             }
         };
-        if event.payload.len() > self.event_bytes_max {
-            return Err(Error::EventTooLarge {
-                kind: event.kind.to_owned(),
-                size_bytes: event.payload.len(),
-                limit_bytes: self.event_bytes_max,
-            });
-        }
         let ts_ns = self.shared.clock.now_ns();
         if kind.class.trigger
             && let Some(incident) = self.shared.policy.incident()
@@ -304,18 +330,12 @@ impl Recorder {
             kind.dropped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        let source = match event.source {
-            Some(s) => {
-                check_name(s, "source")?;
-                self.shared.names.intern(s)
-            }
-            None => 0,
-        };
-        let mut values = Vec::with_capacity(event.values.len());
-        for &(name, v) in event.values {
-            check_name(name, "value name")?;
-            values.push((self.shared.names.intern(name), v));
-        }
+        let source = event.source.map_or(0, |s| self.shared.names.intern(s));
+        let values = event
+            .values
+            .iter()
+            .map(|&(name, v)| (self.shared.names.intern(name), v))
+            .collect();
         let msg = Msg::Event(EventMsg {
             kind,
             ts_ns,
@@ -414,6 +434,18 @@ impl Drop for Recorder {
     }
 }
 
+/// How long a summary window stays open after its end, by the recorder's clock, for
+/// events stamped inside it that reach the writer late. An event later still adds a
+/// further summary record for the same window: readers add records of one (kind,
+/// window) together.
+pub const SUMMARY_GRACE_NS: u64 = 100_000_000;
+
+/// What a numeric value counts for against `event_bytes_max` (its name is interned).
+const VALUE_BYTES: usize = 16;
+
+/// Room an event record takes beyond its payload and values (rkyv fields, padding).
+const EVENT_OVERHEAD_BYTES: usize = 256;
+
 fn check_name(name: &str, what: &'static str) -> Result<()> {
     let rule = if name.is_empty() {
         "it is empty"
@@ -433,6 +465,8 @@ fn check_name(name: &str, what: &'static str) -> Result<()> {
 #[derive(Debug, Default)]
 struct Restored {
     totals: HashMap<u32, Counters>,
+    /// Timestamp of the log's last record.
+    last_ts_ns: u64,
 }
 
 /// Restores the dictionary, the accounting totals and the working memory from the log:
@@ -575,7 +609,8 @@ struct Writer {
     /// and drop-tier events that reached it after a post-roll ended).
     counts: HashMap<u32, Counters>,
     samplers: HashMap<u32, Sampler>,
-    windows: HashMap<u32, Window>,
+    /// Open summary windows by (kind, window start).
+    windows: BTreeMap<(u32, u64), Window>,
     ring: VecDeque<RingEntry>,
     ring_bytes: usize,
     postroll_until_ns: u64,
@@ -607,11 +642,11 @@ impl Writer {
             base: restored.totals,
             counts: HashMap::new(),
             samplers: HashMap::new(),
-            windows: HashMap::new(),
+            windows: BTreeMap::new(),
             ring: VecDeque::new(),
             ring_bytes: 0,
             postroll_until_ns: 0,
-            last_stamp_ns: 0,
+            last_stamp_ns: restored.last_ts_ns,
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
@@ -664,14 +699,7 @@ impl Writer {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => {
-                    let e = match e {
-                        Error::Log(e) | Error::Writer(e) => e,
-                        other => Arc::new(blackbox_log::Error::InvalidOptions {
-                            reason: other.to_string(),
-                        }),
-                    };
-                    *self.shared.failure.lock() = Some(e);
-                    self.shared.failed.store(true, Ordering::Release);
+                    self.fail(&e);
                     if fail_all(&self.shared, &mut batch) {
                         return;
                     }
@@ -693,14 +721,20 @@ impl Writer {
         for msg in batch.drain(..) {
             match msg {
                 Msg::Event(e) => self.on_event(e)?,
-                Msg::Checkpoint(reply) => {
-                    let r = self.checkpoint();
-                    let failed = r.is_err();
-                    let _ = reply.send(r);
-                    if failed {
-                        return Err(self.shared.failure());
+                Msg::Checkpoint(reply) => match self.checkpoint() {
+                    Ok(seq) => {
+                        let _ = reply.send(Ok(seq));
                     }
-                }
+                    // Refused before anything was written: the recorder goes on.
+                    Err(e @ Error::CheckpointTooLarge { .. }) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    Err(e) => {
+                        self.fail(&e);
+                        let _ = reply.send(Err(e.clone()));
+                        return Err(e);
+                    }
+                },
                 Msg::Sync(reply) => syncs.push(reply),
                 Msg::Stats(reply) => {
                     let _ = reply.send(Ok(self.stats()));
@@ -715,6 +749,9 @@ impl Writer {
         self.flush_out()?;
         if let Some(reply) = close {
             let r = self.close();
+            if let Err(e) = &r {
+                self.fail(e);
+            }
             for s in syncs {
                 let _ = s.send(r.clone());
             }
@@ -725,12 +762,47 @@ impl Writer {
             self.end_batch()?;
         } else {
             let r = self.log.sync().map_err(Error::from);
+            if let Err(e) = &r {
+                // Failed before anyone hears of it, so no record() that follows the
+                // reply is accepted and then lost.
+                self.fail(e);
+            }
             for s in syncs {
                 let _ = s.send(r.clone());
             }
             r?;
         }
         Ok(false)
+    }
+
+    /// Marks the recorder failed with `e` (the first failure wins): every later call
+    /// returns it.
+    fn fail(&self, e: &Error) {
+        let cause = match e {
+            Error::Log(e) | Error::Writer(e) => Arc::clone(e),
+            other => Arc::new(blackbox_log::Error::InvalidOptions {
+                reason: other.to_string(),
+            }),
+        };
+        let mut failure = self.shared.failure.lock();
+        if failure.is_none() {
+            *failure = Some(cause);
+        }
+        self.shared.failed.store(true, Ordering::Release);
+    }
+
+    /// The working memory as JSON, or `CheckpointTooLarge` when it would not fit in a
+    /// log record.
+    fn snapshot(&self) -> Result<Vec<u8>> {
+        let bytes = self.shared.working.to_json_bytes();
+        let limit_bytes = self.log.record_bytes_max();
+        if bytes.len() > limit_bytes {
+            return Err(Error::CheckpointTooLarge {
+                size_bytes: bytes.len(),
+                limit_bytes,
+            });
+        }
+        Ok(bytes)
     }
 
     /// Applies the durability mode at the end of a batch.
@@ -747,13 +819,16 @@ impl Writer {
 
     fn close(&mut self) -> Result<Option<Seq>> {
         let now = self.shared.clock.now_ns();
-        let kinds: Vec<u32> = self.windows.keys().copied().collect();
-        for k in kinds {
-            self.close_window(k);
+        let open: Vec<(u32, u64)> = self.windows.keys().copied().collect();
+        for key in open {
+            self.close_window(key);
         }
-        self.emit_accounting(now);
-        let snapshot = self.shared.working.to_json_bytes();
-        self.emit_raw(codec::CHECKPOINT, now, &snapshot);
+        self.emit_accounting(now)?;
+        // A working memory too large for one record is not checkpointed at close; the
+        // log stays consistent and the last checkpoint that fitted is what restores.
+        if let Ok(snapshot) = self.snapshot() {
+            self.emit_raw(codec::CHECKPOINT, now, &snapshot);
+        }
         self.flush_out()?;
         Ok(self.log.sync()?)
     }
@@ -847,8 +922,9 @@ impl Writer {
         let at = self.stamp(ts);
         let bytes = codec::encode(&marker, &mut self.scratch).to_vec();
         self.emit_raw(codec::INCIDENT, at, &bytes);
-        let snapshot = self.shared.working.to_json_bytes();
-        self.emit_raw(codec::CHECKPOINT, at, &snapshot);
+        if let Ok(snapshot) = self.snapshot() {
+            self.emit_raw(codec::CHECKPOINT, at, &snapshot);
+        }
         Ok(())
     }
 
@@ -882,10 +958,10 @@ impl Writer {
     fn summarize(&mut self, msg: &EventMsg, window_ns: u64) {
         let kind = msg.kind.id;
         let start = msg.ts_ns - msg.ts_ns % window_ns;
-        if self.windows.get(&kind).is_some_and(|w| w.start_ns != start) {
-            self.close_window(kind);
-        }
-        let w = self.windows.entry(kind).or_insert_with(|| Window {
+        // Several windows of a kind may be open at once: one that has ended stays open
+        // for SUMMARY_GRACE_NS, so an event stamped before the boundary by one thread but
+        // queued behind later events of another still lands in its own window.
+        let w = self.windows.entry((kind, start)).or_insert_with(|| Window {
             start_ns: start,
             end_ns: start.saturating_add(window_ns),
             count: 0,
@@ -909,10 +985,11 @@ impl Writer {
         }
     }
 
-    fn close_window(&mut self, kind: u32) {
-        let Some(w) = self.windows.remove(&kind) else {
+    fn close_window(&mut self, key: (u32, u64)) {
+        let Some(w) = self.windows.remove(&key) else {
             return;
         };
+        let kind = key.0;
         let record = SummaryRecord {
             kind,
             window_start_ns: w.start_ns,
@@ -928,24 +1005,29 @@ impl Writer {
     /// Closes summary windows that have ended and writes due accounting records and
     /// checkpoints.
     fn timers(&mut self, now: u64) -> Result<()> {
-        let ended: Vec<u32> = self
+        let ended: Vec<(u32, u64)> = self
             .windows
             .iter()
-            .filter(|(_, w)| w.end_ns <= now)
+            .filter(|(_, w)| w.end_ns.saturating_add(SUMMARY_GRACE_NS) <= now)
             .map(|(&k, _)| k)
             .collect();
-        for k in ended {
-            self.close_window(k);
+        for key in ended {
+            self.close_window(key);
         }
-        self.evict_ring(now);
+        // The ring is not evicted by the clock here: events still queued behind this
+        // batch, a trigger among them, may be older than `now`; each event evicts by its
+        // own time (`on_event`) and the byte bound caps the memory.
         if now >= self.next_accounting_ns {
-            self.emit_accounting(now);
+            self.emit_accounting(now)?;
             self.next_accounting_ns = now.saturating_add(self.accounting_interval_ns);
         }
         if let (Some(next), Some(interval)) = (self.next_checkpoint_ns, self.checkpoint_interval_ns)
             && now >= next
         {
-            self.checkpoint()?;
+            match self.checkpoint() {
+                Ok(_) | Err(Error::CheckpointTooLarge { .. }) => {}
+                Err(e) => return Err(e),
+            }
             self.next_checkpoint_ns = Some(now.saturating_add(interval));
         }
         Ok(())
@@ -953,9 +1035,8 @@ impl Writer {
 
     fn checkpoint(&mut self) -> Result<Seq> {
         let now = self.shared.clock.now_ns();
-        let at = self.stamp(now);
-        let snapshot = self.shared.working.to_json_bytes();
-        self.emit_raw(codec::CHECKPOINT, at, &snapshot);
+        let snapshot = self.snapshot()?;
+        self.emit_raw(codec::CHECKPOINT, now, &snapshot);
         Ok(self.flush_out()?.unwrap_or(Seq(0)))
     }
 
@@ -990,13 +1071,21 @@ impl Writer {
             .collect()
     }
 
-    fn emit_accounting(&mut self, now: u64) {
+    fn emit_accounting(&mut self, now: u64) -> Result<()> {
         let record = AccountingRecord {
             kinds: self.totals().into_iter().collect(),
         };
+        // Producers may have interned kinds since the batch began (drop-tier kinds never
+        // reach the writer): name them before the record that counts them.
+        let pending = self.shared.names.take_pending();
+        if !pending.is_empty() {
+            self.emit_dictionary(pending, now);
+            self.set_preamble(self.shared.names.all())?;
+        }
         let at = self.stamp(now);
         let bytes = codec::encode(&record, &mut self.scratch).to_vec();
         self.emit_raw(codec::ACCOUNTING, at, &bytes);
+        Ok(())
     }
 
     fn emit_dictionary(&mut self, entries: Vec<(u32, String)>, now: u64) {

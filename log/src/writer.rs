@@ -421,6 +421,11 @@ impl Log {
         Ok(())
     }
 
+    /// The largest payload this log accepts, in bytes.
+    pub fn record_bytes_max(&self) -> usize {
+        self.opts.record_bytes_max
+    }
+
     /// Seq of the first record of the active segment (the next seq if it is empty).
     pub fn active_segment_first_seq(&self) -> Seq {
         Seq(self.active.first_seq)
