@@ -1,23 +1,23 @@
 //! Interned names and the per-kind state the hot path reads.
 //!
-//! Both maps are copy-on-write behind an [`ArcSwap`]: a lookup is an atomic load and a
-//! hash probe, with no lock and no write to shared memory, so producers on several
-//! threads do not contend. Inserting a new name copies the map under a mutex; names are
+//! Both maps are copy-on-write behind an [`ArcSwap`]: a lookup is an atomic load and an
+//! Fx hash probe (names come from the host, not from an adversary), with no lock and no
+//! write to shared memory, so producers on several threads do not contend. Inserting a new name copies the map under a mutex; names are
 //! few and mostly appear in the first seconds of a run.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 
 use crate::policy::{Classification, Policy};
 
 /// Names (kinds, sources, value names) ↔ `u32` ids, from 1.
 #[derive(Debug, Default)]
 pub(crate) struct Interner {
-    ids: ArcSwap<HashMap<Arc<str>, u32>>,
+    ids: ArcSwap<FxHashMap<Arc<str>, u32>>,
     inner: Mutex<InternerInner>,
 }
 
@@ -43,7 +43,7 @@ impl Interner {
         let name: Arc<str> = Arc::from(name);
         inner.names.push(Arc::clone(&name));
         inner.pending.push(id);
-        let mut map = HashMap::clone(&self.ids.load());
+        let mut map = FxHashMap::clone(&self.ids.load());
         map.insert(name, id);
         self.ids.store(Arc::new(map));
         id
@@ -58,7 +58,7 @@ impl Interner {
         }
         let name: Arc<str> = Arc::from(name);
         inner.names[i] = Arc::clone(&name);
-        let mut map = HashMap::clone(&self.ids.load());
+        let mut map = FxHashMap::clone(&self.ids.load());
         map.insert(name, id);
         self.ids.store(Arc::new(map));
     }
@@ -107,16 +107,16 @@ pub(crate) struct KindInfo {
 /// Kind name → [`KindInfo`], classified once per kind.
 #[derive(Debug, Default)]
 pub(crate) struct Kinds {
-    map: ArcSwap<HashMap<Arc<str>, Arc<KindInfo>>>,
+    map: ArcSwap<FxHashMap<Arc<str>, Arc<KindInfo>>>,
     insert: Mutex<()>,
 }
 
 impl Kinds {
-    /// The info of `kind`, classifying and interning it on first sight. The caller has
-    /// validated the kind.
+    /// The current map, to look kinds up without cloning their `Arc` (whose shared
+    /// reference count producers on several threads would otherwise all write).
     #[inline]
-    pub(crate) fn get(&self, kind: &str) -> Option<Arc<KindInfo>> {
-        self.map.load().get(kind).cloned()
+    pub(crate) fn load(&self) -> arc_swap::Guard<Arc<FxHashMap<Arc<str>, Arc<KindInfo>>>> {
+        self.map.load()
     }
 
     pub(crate) fn insert(&self, kind: &str, policy: &Policy, names: &Interner) -> Arc<KindInfo> {
@@ -130,7 +130,7 @@ impl Kinds {
             dropped: AtomicU64::new(0),
             overflow: AtomicU64::new(0),
         });
-        let mut map = HashMap::clone(&self.map.load());
+        let mut map = FxHashMap::clone(&self.map.load());
         map.insert(Arc::from(kind), Arc::clone(&info));
         self.map.store(Arc::new(map));
         info

@@ -850,7 +850,9 @@ fn stalled(dir: &std::path::Path, config: Config) -> (Recorder, GatedStorage) {
 fn preroll_is_complete_even_when_the_writer_lags_behind() {
     let clock = ManualClock::new(T0 - SEC);
     let dir = tempfile::tempdir().unwrap();
-    let (rec, gate) = stalled(dir.path(), manual(&clock, incident_policy()));
+    // A channel that holds every event below, so the producer never waits on the gate.
+    let config = manual(&clock, incident_policy()).channel_capacity(8192);
+    let (rec, gate) = stalled(dir.path(), config);
     // 5001 sample-tier events over 5 s, 1 ms apart, queue up behind the stalled writer
     // (more than the writer takes in one batch), then the trigger.
     for i in 0..=5000u64 {
