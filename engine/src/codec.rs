@@ -86,6 +86,10 @@ impl Encoding {
     }
 }
 
+/// Payload bytes on their way into an event record: up to 128 bytes without a heap
+/// allocation. Archived exactly as a `Vec<u8>`.
+pub type Payload = smallvec::SmallVec<[u8; 128]>;
+
 /// An event record.
 #[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct EventRecord {
@@ -105,8 +109,8 @@ pub struct EventRecord {
     pub weight: f64,
     /// An [`Encoding`] as `u8`.
     pub encoding: u8,
-    /// The payload bytes.
-    pub payload: Vec<u8>,
+    /// The payload bytes (held inline when small; archived as a plain byte vector).
+    pub payload: Payload,
     /// Numeric values: (interned name, value).
     pub values: Vec<(u32, f64)>,
 }
