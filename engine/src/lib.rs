@@ -64,3 +64,10 @@ pub use event::Event;
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
 pub use recorder::{Config, Overflow, Recorder};
 pub use working::WorkingMemory;
+
+// The recorder is shared by the threads of a runtime: it must stay `Send + Sync`.
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Recorder>();
+    assert_send_sync::<WorkingMemory>();
+};
