@@ -263,9 +263,27 @@ impl Recorder {
         let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
         let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored);
         writer.open_session()?;
+        let on_panic = Arc::clone(&shared);
+        let panic_dir = dir.to_owned();
         let handle = std::thread::Builder::new()
             .name("blackbox-writer".to_owned())
-            .spawn(move || writer.run(rx))
+            .spawn(move || {
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    writer.run(rx);
+                }));
+                if run.is_err() {
+                    // A bug, not an I/O failure: say so instead of reporting `Closed`.
+                    let mut failure = on_panic.failure.lock();
+                    if failure.is_none() {
+                        *failure = Some(Arc::new(blackbox_log::Error::Io {
+                            op: "keep writing (the writer thread panicked) to",
+                            path: panic_dir,
+                            source: std::io::Error::other("writer thread panicked"),
+                        }));
+                    }
+                    on_panic.failed.store(true, Ordering::Release);
+                }
+            })
             .map_err(|e| {
                 Error::from(blackbox_log::Error::Io {
                     op: "start the writer thread for",
