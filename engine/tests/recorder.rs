@@ -150,7 +150,12 @@ fn run_workload(w: &Workload) -> (BTreeMap<String, u64>, BTreeMap<String, Counte
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    // 16 cases in CI; `PROPTEST_CASES=500 cargo test -p blackbox --release --test recorder`
+    // for a long run.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(16),
+        ..ProptestConfig::default()
+    })]
 
     /// Guards "how many were dropped is itself on the record": whatever the mix of tiers,
     /// threads, incidents and overflow, every event a producer handed to `record()` is
@@ -386,7 +391,10 @@ struct NaiveWindow {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(8),
+        ..ProptestConfig::default()
+    })]
 
     /// Guards the summary tier of DESIGN §5: one record per window per kind, whose
     /// count and per-value min, max, sum, mean and last are exactly those of the events
