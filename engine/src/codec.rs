@@ -93,26 +93,27 @@ pub type Payload = smallvec::SmallVec<[u8; 128]>;
 /// An event record.
 #[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct EventRecord {
-    /// Interned kind.
-    pub kind: u32,
-    /// Interned source; 0 when the event has none.
-    pub source: u32,
-    /// The caller's own time for the event, if it gave one (ns since the epoch).
-    pub event_time_ns: Option<u64>,
+    // Fields are ordered widest first, so the archive carries no padding between them.
     /// The recorder's time when the event was recorded (ns since the epoch). It equals
     /// the log record's timestamp except for pre-roll events, which are written when
     /// their incident is triggered.
     pub recorded_ns: u64,
-    /// A [`WrittenTier`] as `u8`.
-    pub tier: u8,
     /// How many events this record stands for (1 unless sampled).
     pub weight: f64,
-    /// An [`Encoding`] as `u8`.
-    pub encoding: u8,
+    /// The caller's own time for the event, if it gave one (ns since the epoch).
+    pub event_time_ns: Option<u64>,
     /// The payload bytes (held inline when small; archived as a plain byte vector).
     pub payload: Payload,
     /// Numeric values: (interned name, value).
     pub values: Vec<(u32, f64)>,
+    /// Interned kind.
+    pub kind: u32,
+    /// Interned source; 0 when the event has none.
+    pub source: u32,
+    /// A [`WrittenTier`] as `u8`.
+    pub tier: u8,
+    /// An [`Encoding`] as `u8`.
+    pub encoding: u8,
 }
 
 /// Aggregates of one value over a summary window.
@@ -260,6 +261,31 @@ where
     })
     .expect("serializing an in-memory record cannot fail");
     scratch.as_slice()
+}
+
+/// Encodes `value` with rkyv at the end of `arena`, starting at a 16-aligned offset so
+/// the archive's alignment holds wherever it is copied (the log keeps payloads
+/// 8-aligned), and returns where it lies.
+pub(crate) fn encode_append<T>(
+    value: &T,
+    arena: &mut rkyv::util::AlignedVec,
+) -> std::ops::Range<usize>
+where
+    T: for<'a> rkyv::Serialize<
+            rkyv::api::high::HighSerializer<
+                rkyv::util::AlignedVec,
+                rkyv::ser::allocator::ArenaHandle<'a>,
+                rancor::Error,
+            >,
+        >,
+{
+    let pad = arena.len().next_multiple_of(16) - arena.len();
+    arena.extend_from_slice(&[0u8; 16][..pad]);
+    let start = arena.len();
+    let buf = std::mem::take(arena);
+    *arena = rkyv::api::high::to_bytes_in(value, buf)
+        .expect("serializing an in-memory record cannot fail");
+    start..arena.len()
 }
 
 /// Reads an archived record in place after validating it.

@@ -669,8 +669,10 @@ struct Writer {
     base: HashMap<u32, Counters>,
     /// Counters the writer keeps this session (kept, sampled_out, summarized, preroll,
     /// and drop-tier events that reached it after a post-roll ended).
-    counts: HashMap<u32, Counters>,
-    samplers: HashMap<u32, Sampler>,
+    /// Indexed by kind id (ids are small and dense).
+    counts: Vec<Counters>,
+    /// Indexed by kind id.
+    samplers: Vec<Sampler>,
     /// Open summary windows by (kind, window start).
     windows: BTreeMap<(u32, u64), Window>,
     ring: VecDeque<RingEntry>,
@@ -681,7 +683,7 @@ struct Writer {
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`).
     out: Vec<(RecordType, u64, std::ops::Range<usize>)>,
-    arena: Vec<u8>,
+    arena: rkyv::util::AlignedVec,
     scratch: rkyv::util::AlignedVec,
     /// Whether records were appended since the durability mode was last applied.
     dirty: bool,
@@ -704,8 +706,8 @@ impl Writer {
             accounting_interval_ns: config.accounting_interval_ns,
             checkpoint_interval_ns: config.checkpoint_interval_ns,
             base: restored.totals,
-            counts: HashMap::new(),
-            samplers: HashMap::new(),
+            counts: Vec::new(),
+            samplers: Vec::new(),
             windows: BTreeMap::new(),
             ring: VecDeque::new(),
             ring_bytes: 0,
@@ -714,7 +716,7 @@ impl Writer {
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
-            arena: Vec::new(),
+            arena: rkyv::util::AlignedVec::new(),
             scratch: rkyv::util::AlignedVec::new(),
             dirty: false,
             shared,
@@ -927,7 +929,11 @@ impl Writer {
     }
 
     fn counts(&mut self, kind: u32) -> &mut Counters {
-        self.counts.entry(kind).or_default()
+        let i = kind as usize;
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, Counters::default());
+        }
+        &mut self.counts[i]
     }
 
     fn on_event(&mut self, msg: EventMsg) -> Result<()> {
@@ -949,7 +955,11 @@ impl Writer {
                 self.emit_event(msg, WrittenTier::Postroll, 1.0);
             }
             Tier::Sample(sampling) => {
-                if self.samplers.entry(kind).or_default().keep(sampling) {
+                let i = kind as usize;
+                if self.samplers.len() <= i {
+                    self.samplers.resize(i + 1, Sampler::default());
+                }
+                if self.samplers[i].keep(sampling) {
                     self.counts(kind).kept += 1;
                     self.emit_event(msg, WrittenTier::Sample, sampling.weight());
                 } else {
@@ -1136,8 +1146,14 @@ impl Writer {
     /// Totals per kind id: restored base + this session's writer and producer counts.
     fn totals(&self) -> BTreeMap<u32, Counters> {
         let mut totals: BTreeMap<u32, Counters> = self.base.iter().map(|(&k, c)| (k, *c)).collect();
-        for (&k, c) in &self.counts {
-            totals.entry(k).or_default().add(c);
+        for (k, c) in self.counts.iter().enumerate() {
+            // Ids of sources and value names share the space: only kinds count anything.
+            if *c != Counters::default() {
+                totals
+                    .entry(u32::try_from(k).unwrap_or(u32::MAX))
+                    .or_default()
+                    .add(c);
+            }
         }
         for (k, dropped, overflow) in self.shared.kinds.producer_counts() {
             let t = totals.entry(k).or_default();
@@ -1207,10 +1223,8 @@ impl Writer {
             values: std::mem::take(&mut msg.values),
         };
         let at = self.stamp(msg.ts_ns);
-        let start = self.arena.len();
-        self.arena
-            .extend_from_slice(codec::encode(&record, &mut self.scratch));
-        self.out.push((codec::EVENT, at, start..self.arena.len()));
+        let range = codec::encode_append(&record, &mut self.arena);
+        self.out.push((codec::EVENT, at, range));
     }
 
     /// Queues a record, stamped no earlier than anything before it.
