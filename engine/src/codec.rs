@@ -242,43 +242,43 @@ pub struct DictionaryRecord {
     pub entries: Vec<(u32, String)>,
 }
 
-/// Encodes `value` with rkyv into `scratch` (cleared first) and returns the bytes.
-pub(crate) fn encode<'s, T>(value: &T, scratch: &'s mut rkyv::util::AlignedVec) -> &'s [u8]
-where
+/// A record the recorder can encode with rkyv.
+pub(crate) trait Encode:
+    for<'a> rkyv::Serialize<
+        rkyv::api::high::HighSerializer<
+            rkyv::util::AlignedVec,
+            rkyv::ser::allocator::ArenaHandle<'a>,
+            rancor::Error,
+        >,
+    >
+{
+}
+
+impl<T> Encode for T where
     T: for<'a> rkyv::Serialize<
             rkyv::api::high::HighSerializer<
                 rkyv::util::AlignedVec,
                 rkyv::ser::allocator::ArenaHandle<'a>,
                 rancor::Error,
             >,
-        >,
+        >
 {
-    let buf = std::mem::take(scratch);
-    *scratch = rkyv::api::high::to_bytes_in(value, {
-        let mut b = buf;
-        b.clear();
-        b
-    })
-    .expect("serializing an in-memory record cannot fail");
-    scratch.as_slice()
+}
+
+/// Encodes `value` into a vector of its own.
+pub(crate) fn encode_to_vec<T: Encode>(value: &T) -> Vec<u8> {
+    let mut buf = rkyv::util::AlignedVec::new();
+    let range = encode_append(value, &mut buf);
+    buf[range].to_vec()
 }
 
 /// Encodes `value` with rkyv at the end of `arena`, starting at a 16-aligned offset so
 /// the archive's alignment holds wherever it is copied (the log keeps payloads
 /// 8-aligned), and returns where it lies.
-pub(crate) fn encode_append<T>(
+pub(crate) fn encode_append<T: Encode>(
     value: &T,
     arena: &mut rkyv::util::AlignedVec,
-) -> std::ops::Range<usize>
-where
-    T: for<'a> rkyv::Serialize<
-            rkyv::api::high::HighSerializer<
-                rkyv::util::AlignedVec,
-                rkyv::ser::allocator::ArenaHandle<'a>,
-                rancor::Error,
-            >,
-        >,
-{
+) -> std::ops::Range<usize> {
     let pad = arena.len().next_multiple_of(16) - arena.len();
     arena.extend_from_slice(&[0u8; 16][..pad]);
     let start = arena.len();

@@ -160,7 +160,7 @@ struct EventMsg {
 
 impl EventMsg {
     fn size_bytes(&self) -> usize {
-        64 + self.payload.len() + self.values.len() * 12
+        64 + self.payload.len() + self.values.len() * VALUE_BYTES
     }
 }
 
@@ -684,7 +684,6 @@ struct Writer {
     /// Encoded records of the current batch: (type, ts, range in `arena`).
     out: Vec<(RecordType, u64, std::ops::Range<usize>)>,
     arena: rkyv::util::AlignedVec,
-    scratch: rkyv::util::AlignedVec,
     /// Whether records were appended since the durability mode was last applied.
     dirty: bool,
 }
@@ -717,7 +716,6 @@ impl Writer {
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
             arena: rkyv::util::AlignedVec::new(),
-            scratch: rkyv::util::AlignedVec::new(),
             dirty: false,
             shared,
         }
@@ -1019,8 +1017,7 @@ impl Writer {
             preroll_events,
         };
         let at = self.stamp(ts);
-        let bytes = codec::encode(&marker, &mut self.scratch).to_vec();
-        self.emit_raw(codec::INCIDENT, at, &bytes);
+        self.emit_encoded(codec::INCIDENT, at, &marker);
         // A working memory too large for one record is not checkpointed here; the
         // incident is written all the same.
         if let Some(snapshot) = snapshot
@@ -1100,9 +1097,8 @@ impl Writer {
             count: w.count,
             values: w.values.into_values().collect(),
         };
-        let at = self.stamp(w.end_ns.min(self.shared.clock.now_ns()));
-        let bytes = codec::encode(&record, &mut self.scratch).to_vec();
-        self.emit_raw(codec::SUMMARY, at, &bytes);
+        let at = w.end_ns.min(self.shared.clock.now_ns());
+        self.emit_encoded(codec::SUMMARY, at, &record);
     }
 
     /// Closes summary windows that have ended and writes due accounting records and
@@ -1191,20 +1187,16 @@ impl Writer {
             self.emit_dictionary(pending, now);
             self.set_preamble(self.shared.names.all())?;
         }
-        let at = self.stamp(now);
-        let bytes = codec::encode(&record, &mut self.scratch).to_vec();
-        self.emit_raw(codec::ACCOUNTING, at, &bytes);
+        self.emit_encoded(codec::ACCOUNTING, now, &record);
         Ok(())
     }
 
     fn emit_dictionary(&mut self, entries: Vec<(u32, String)>, now: u64) {
-        let at = self.stamp(now);
-        let bytes = codec::encode(&DictionaryRecord { entries }, &mut self.scratch).to_vec();
-        self.emit_raw(codec::DICTIONARY, at, &bytes);
+        self.emit_encoded(codec::DICTIONARY, now, &DictionaryRecord { entries });
     }
 
     fn set_preamble(&mut self, entries: Vec<(u32, String)>) -> Result<()> {
-        let bytes = codec::encode(&DictionaryRecord { entries }, &mut self.scratch).to_vec();
+        let bytes = codec::encode_to_vec(&DictionaryRecord { entries });
         self.log
             .set_segment_preamble(vec![(codec::DICTIONARY, bytes)])?;
         Ok(())
@@ -1222,9 +1214,15 @@ impl Writer {
             payload: std::mem::take(&mut msg.payload),
             values: std::mem::take(&mut msg.values),
         };
-        let at = self.stamp(msg.ts_ns);
-        let range = codec::encode_append(&record, &mut self.arena);
-        self.out.push((codec::EVENT, at, range));
+        self.emit_encoded(codec::EVENT, msg.ts_ns, &record);
+    }
+
+    /// Queues a record encoded straight into the batch buffer, stamped no earlier than
+    /// anything before it.
+    fn emit_encoded<T: codec::Encode>(&mut self, t: RecordType, ts_ns: u64, value: &T) {
+        let at = self.stamp(ts_ns);
+        let range = codec::encode_append(value, &mut self.arena);
+        self.out.push((t, at, range));
     }
 
     /// Queues a record, stamped no earlier than anything before it.
