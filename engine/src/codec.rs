@@ -18,8 +18,8 @@ pub const SUMMARY: RecordType = RecordType(2);
 pub const ACCOUNTING: RecordType = RecordType(3);
 /// A snapshot of the working memory (JSON object).
 pub const CHECKPOINT: RecordType = RecordType(4);
-/// Reserved for knowledge-base commits.
-pub const KB: RecordType = RecordType(5);
+/// A knowledge-base commit (JSON object, see `blackbox_kb::CommitRecord`).
+pub const KB: RecordType = blackbox_kb::KB_RECORD;
 /// An incident marker.
 pub const INCIDENT: RecordType = RecordType(6);
 /// Dictionary entries: interned name ids.

@@ -49,6 +49,8 @@ pub enum Error {
     },
     /// The recorder was closed.
     Closed,
+    /// A knowledge-base operation failed (a refused write committed nothing).
+    Kb(Arc<blackbox_kb::Error>),
     /// A record the recorder wrote earlier cannot be read back (dictionary, accounting,
     /// checkpoint) while restoring state on open.
     Restore {
@@ -85,6 +87,7 @@ impl fmt::Display for Error {
                 "the working memory ({size_bytes} bytes of JSON) is over the log's record limit of {limit_bytes} bytes: not checkpointed"
             ),
             Error::Closed => write!(f, "the recorder is closed"),
+            Error::Kb(e) => write!(f, "{e}"),
             Error::Restore { seq, reason } => {
                 write!(
                     f,
@@ -100,6 +103,7 @@ impl std::error::Error for Error {
         match self {
             Error::Log(e) | Error::Writer(e) => Some(e.as_ref()),
             Error::Policy(e) => Some(e),
+            Error::Kb(e) => Some(e.as_ref()),
             _ => None,
         }
     }
@@ -108,6 +112,12 @@ impl std::error::Error for Error {
 impl From<blackbox_log::Error> for Error {
     fn from(e: blackbox_log::Error) -> Self {
         Error::Log(Arc::new(e))
+    }
+}
+
+impl From<blackbox_kb::Error> for Error {
+    fn from(e: blackbox_kb::Error) -> Self {
+        Error::Kb(Arc::new(e))
     }
 }
 

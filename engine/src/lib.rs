@@ -54,6 +54,8 @@ pub mod policy;
 mod recorder;
 mod working;
 
+pub use blackbox_kb as kb;
+pub use blackbox_kb::{AsOf, Conditions, Fact, KnowledgeBase, Outcome, Provenance, Status};
 pub use blackbox_log::{
     self as log, ChainKey, Digest, Durability, LogOptions, LogReader, LogRecord, Recovery, Seq,
 };

@@ -1,12 +1,13 @@
 //! The recorder: the hot path producers call, and the writer thread that owns the log.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use blackbox_kb::{Appended, KnowledgeBase, Sink, SinkError};
 use blackbox_log::{Durability, Log, LogOptions, LogReader, Record, RecordType, Recovery, Seq};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 use parking_lot::Mutex;
@@ -47,6 +48,7 @@ pub struct Config {
     restore_working_memory: bool,
     event_bytes_max: usize,
     clock: Arc<dyn Clock>,
+    kb_half_life_ns: u64,
 }
 
 impl Default for Config {
@@ -63,6 +65,7 @@ impl Default for Config {
             restore_working_memory: true,
             event_bytes_max: 1 << 20,
             clock: Arc::new(SystemClock),
+            kb_half_life_ns: blackbox_kb::adjudicate::DEFAULT_HALF_LIFE_NS,
         }
     }
 }
@@ -139,6 +142,14 @@ impl Config {
         self.clock = clock;
         self
     }
+
+    /// The half-life of a knowledge-base fact's confidence when a conflicting claim is
+    /// weighed against it (0: no decay). Default: one day.
+    #[must_use]
+    pub fn kb_half_life_ns(mut self, ns: u64) -> Self {
+        self.kb_half_life_ns = ns;
+        self
+    }
 }
 
 /// An event on its way to the writer.
@@ -167,16 +178,20 @@ impl EventMsg {
 type Reply<T> = Sender<Result<T>>;
 
 #[derive(Debug)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "events are nearly every message; boxing them would put back the allocation that inline payloads remove"
-)]
 enum Msg {
     Event(EventMsg),
     Checkpoint(Reply<Seq>),
     Sync(Reply<Option<Seq>>),
     Stats(Reply<BTreeMap<String, Counters>>),
     Close(Reply<Option<Seq>>),
+    /// An event to keep whatever its tier, answered with its seq.
+    Evidence(EventMsg, Reply<Seq>),
+    /// A knowledge-base commit, appended once its evidence is checked.
+    Kb {
+        payload: Vec<u8>,
+        evidence: Vec<u64>,
+        reply: Sender<Result<Appended, SinkError>>,
+    },
 }
 
 /// State shared by producers and the writer.
@@ -217,6 +232,12 @@ pub struct Recorder {
     event_bytes_max: usize,
     writer: Mutex<Option<JoinHandle<()>>>,
     recovery: Recovery,
+    dir: PathBuf,
+    log_key: Option<blackbox_log::ChainKey>,
+    kb_half_life_ns: u64,
+    /// Opened on first use: a recorder that keeps no knowledge runs no fjall database.
+    kb: OnceLock<KnowledgeBase>,
+    kb_open: Mutex<()>,
 }
 
 impl Recorder {
@@ -298,6 +319,11 @@ impl Recorder {
             event_bytes_max: config.event_bytes_max,
             writer: Mutex::new(Some(handle)),
             recovery,
+            dir: dir.to_owned(),
+            log_key: config.log.chain_key().cloned(),
+            kb_half_life_ns: config.kb_half_life_ns,
+            kb: OnceLock::new(),
+            kb_open: Mutex::new(()),
         })
     }
 
@@ -315,6 +341,25 @@ impl Recorder {
     /// recorded), [`Error::Writer`] after the writer failed (every time), and
     /// [`Error::Closed`].
     pub fn record(&self, event: &Event<'_>) -> Result<()> {
+        let Some(msg) = self.prepare(event, false)? else {
+            return Ok(());
+        };
+        match self.overflow {
+            Overflow::Block => self.tx.send(msg).map_err(|_| self.shared.failure()),
+            Overflow::Drop => match self.tx.try_send(msg) {
+                Ok(()) => Ok(()),
+                Err(TrySendError::Full(Msg::Event(m))) => {
+                    m.kind.overflow.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }
+                Err(_) => Err(self.shared.failure()),
+            },
+        }
+    }
+
+    /// Checks and classifies an event: `None` when it is dropped here (counted), else
+    /// the message for the writer. `evidence` events are never dropped.
+    fn prepare(&self, event: &Event<'_>, evidence: bool) -> Result<Option<Msg>> {
         if self.shared.failed.load(Ordering::Acquire) || self.shared.closed.load(Ordering::Acquire)
         {
             return Err(self.shared.failure());
@@ -348,16 +393,17 @@ impl Recorder {
                 &inserted
             }
         };
-        let is_drop = kind.class.tier == Tier::Drop && !kind.class.trigger;
+        let is_drop = kind.class.tier == Tier::Drop && !kind.class.trigger && !evidence;
         // While no post-roll is open (the common case) a drop-tier event costs a lookup
         // and a counter: not even a clock reading.
         if is_drop && self.shared.postroll_until_ns.load(Ordering::Acquire) == 0 {
             kind.dropped.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+            return Ok(None);
         }
         let ts_ns = self.shared.clock.now_ns();
         let mut snapshot = None;
         if kind.class.trigger
+            && !evidence
             && let Some(incident) = self.shared.policy.incident()
         {
             self.shared
@@ -379,7 +425,7 @@ impl Recorder {
                     Ordering::Relaxed,
                 );
                 kind.dropped.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
+                return Ok(None);
             }
         }
         let kind = Arc::clone(kind);
@@ -400,17 +446,53 @@ impl Recorder {
             values,
             snapshot,
         });
-        match self.overflow {
-            Overflow::Block => self.tx.send(msg).map_err(|_| self.shared.failure()),
-            Overflow::Drop => match self.tx.try_send(msg) {
-                Ok(()) => Ok(()),
-                Err(TrySendError::Full(Msg::Event(m))) => {
-                    m.kind.overflow.fetch_add(1, Ordering::Relaxed);
-                    Ok(())
-                }
-                Err(_) => Err(self.shared.failure()),
-            },
+        Ok(Some(msg))
+    }
+
+    /// Records an event that will be cited as evidence (by a knowledge-base commit or
+    /// by the host): it is written whatever its kind's tier says (counted as `kept`),
+    /// and its seq is returned once it is in the log, durable after the next
+    /// [`Recorder::sync`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::record`].
+    pub fn record_evidence(&self, event: &Event<'_>) -> Result<Seq> {
+        let Some(Msg::Event(msg)) = self.prepare(event, true)? else {
+            return Err(Error::Closed);
+        };
+        self.request(|reply| Msg::Evidence(msg, reply))
+    }
+
+    /// The knowledge base, opened on first use from `DIR/kb/` and caught up with the
+    /// log. Its commits are records of this recorder's log.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Kb`] when the view cannot be opened or caught up; [`Error::Closed`].
+    pub fn kb(&self) -> Result<&KnowledgeBase> {
+        if let Some(kb) = self.kb.get() {
+            return Ok(kb);
         }
+        let _open = self.kb_open.lock();
+        if let Some(kb) = self.kb.get() {
+            return Ok(kb);
+        }
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        // Catch-up reads the log's files: every commit is there, since a commit is
+        // written to the operating system before it is acknowledged.
+        let sink = KbSink {
+            tx: self.tx.clone(),
+            shared: Arc::clone(&self.shared),
+        };
+        let options = blackbox_kb::Options {
+            half_life_ns: self.kb_half_life_ns,
+            log_key: self.log_key.clone(),
+        };
+        let kb = KnowledgeBase::open(self.dir.join(KB_DIR), &self.dir, Box::new(sink), options)?;
+        Ok(self.kb.get_or_init(|| kb))
     }
 
     /// The working memory.
@@ -466,6 +548,11 @@ impl Recorder {
         if let Some(handle) = self.writer.lock().take() {
             let _ = handle.join();
         }
+        if let Some(kb) = self.kb.get() {
+            // The view is not the truth: if this fails, the next open catches it up
+            // from the log.
+            let _ = kb.view().persist();
+        }
         result
     }
 
@@ -486,6 +573,40 @@ impl Drop for Recorder {
         if !self.shared.closed.load(Ordering::Acquire) {
             let _ = self.close();
         }
+    }
+}
+
+/// The knowledge base's view, inside the log's directory (the log ignores
+/// subdirectories).
+pub const KB_DIR: &str = "kb";
+
+/// The knowledge base's way into the log: commits go through the writer thread, so they
+/// take their place among the events.
+#[derive(Debug)]
+struct KbSink {
+    tx: Sender<Msg>,
+    shared: Arc<Shared>,
+}
+
+impl Sink for KbSink {
+    fn append(&self, payload: Vec<u8>, evidence: &[u64]) -> Result<Appended, SinkError> {
+        let failed = || SinkError::Failed(Box::new(self.shared.failure()));
+        if self.shared.failed.load(Ordering::Acquire) || self.shared.closed.load(Ordering::Acquire)
+        {
+            return Err(failed());
+        }
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        let msg = Msg::Kb {
+            payload,
+            evidence: evidence.to_vec(),
+            reply,
+        };
+        self.tx.send(msg).map_err(|_| failed())?;
+        rx.recv().unwrap_or_else(|_| Err(failed()))
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.shared.clock.now_ns()
     }
 }
 
@@ -821,6 +942,35 @@ impl Writer {
                     }
                 },
                 Msg::Sync(reply) => syncs.push(reply),
+                Msg::Evidence(e, reply) => {
+                    self.evict_ring(e.ts_ns);
+                    self.counts(e.kind.id).kept += 1;
+                    self.emit_event(e, WrittenTier::Full, 1.0);
+                    match self.flush_out() {
+                        Ok(seq) => {
+                            let _ = reply.send(Ok(seq.unwrap_or(Seq(0))));
+                        }
+                        Err(e) => {
+                            self.fail(&e);
+                            let _ = reply.send(Err(e.clone()));
+                            return Err(e);
+                        }
+                    }
+                }
+                Msg::Kb {
+                    payload,
+                    evidence,
+                    reply,
+                } => match self.kb_commit(&payload, &evidence) {
+                    Ok(r) => {
+                        let _ = reply.send(r);
+                    }
+                    Err(e) => {
+                        self.fail(&e);
+                        let _ = reply.send(Err(SinkError::Failed(Box::new(e.clone()))));
+                        return Err(e);
+                    }
+                },
                 Msg::Stats(reply) => {
                     let _ = reply.send(Ok(self.stats()));
                 }
@@ -1132,6 +1282,41 @@ impl Writer {
         Ok(())
     }
 
+    /// Appends a knowledge-base commit after every record before it, once its evidence
+    /// is checked, and writes it to the operating system before answering: the view is
+    /// updated only after, so a killed process never leaves the view ahead of the log.
+    /// The outer error is the writer's failure; the inner one refuses this commit only.
+    fn kb_commit(
+        &mut self,
+        payload: &[u8],
+        evidence: &[u64],
+    ) -> Result<Result<Appended, SinkError>> {
+        self.flush_out()?;
+        let next_seq = self.log.next_seq().0;
+        if let Some(&seq) = evidence.iter().find(|&&s| s >= next_seq) {
+            return Ok(Err(SinkError::EvidenceNotInLog { seq, next_seq }));
+        }
+        if payload.len() > self.log.record_bytes_max() {
+            return Ok(Err(SinkError::Failed(
+                format!(
+                    "the commit takes {} bytes, more than the log's record limit of {} bytes; nothing was committed",
+                    payload.len(),
+                    self.log.record_bytes_max()
+                )
+                .into(),
+            )));
+        }
+        let now = self.shared.clock.now_ns();
+        self.emit_raw(codec::KB, now, payload);
+        let time_ns = self.last_stamp_ns;
+        let seq = self.flush_out()?.unwrap_or(Seq(0));
+        self.log.flush()?;
+        Ok(Ok(Appended {
+            seq: seq.0,
+            time_ns,
+        }))
+    }
+
     fn checkpoint(&mut self) -> Result<Seq> {
         let now = self.shared.clock.now_ns();
         let snapshot = self.snapshot()?;
@@ -1266,6 +1451,12 @@ fn fail_all(shared: &Shared, batch: &mut Vec<Msg>) -> bool {
             }
             Msg::Stats(r) => {
                 let _ = r.send(Err(shared.failure()));
+            }
+            Msg::Evidence(_, r) => {
+                let _ = r.send(Err(shared.failure()));
+            }
+            Msg::Kb { reply, .. } => {
+                let _ = reply.send(Err(SinkError::Failed(Box::new(shared.failure()))));
             }
             Msg::Close(r) => {
                 let _ = r.send(Err(shared.failure()));

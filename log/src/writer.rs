@@ -71,6 +71,11 @@ impl LogOptions {
         LogOptions::default()
     }
 
+    /// The chain key, when the log is keyed.
+    pub fn chain_key(&self) -> Option<&ChainKey> {
+        self.key.as_ref()
+    }
+
     /// Size at which the active segment is sealed and a new one started (default 64 MiB).
     /// A single record larger than this gets a segment of its own.
     pub fn segment_bytes_max(mut self, bytes: u64) -> Self {

@@ -1,0 +1,457 @@
+//! The knowledge base: adjudicated writes, appended to the log as commits, read from the
+//! fjall view.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use blackbox_log::ChainKey;
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use crate::adjudicate::{self, Claim};
+use crate::error::{Error, Result};
+use crate::model::{
+    AsOf, Change, Commit, CommitRecord, Committed, Conditions, Difference, Fact, Op, Outcome,
+    Provenance, Version,
+};
+use crate::view::View;
+
+/// Where a commit landed in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The commit record's seq.
+    pub seq: u64,
+    /// The commit record's timestamp, ns since the epoch.
+    pub time_ns: u64,
+}
+
+/// Why the log did not take a commit.
+#[derive(Debug)]
+pub enum SinkError {
+    /// A cited seq is not in the log before the commit.
+    EvidenceNotInLog {
+        /// The seq cited.
+        seq: u64,
+        /// The seq the commit would have taken.
+        next_seq: u64,
+    },
+    /// The recorder failed or is closed.
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The log's side of the knowledge base: appends commit records. The recorder
+/// implements it with its writer thread, so commits take their place among the events.
+pub trait Sink: Send + Sync + std::fmt::Debug {
+    /// Appends `payload` as a knowledge-base record once every seq of `evidence` is
+    /// checked to be in the log before it, and returns where it landed. The record must
+    /// be written to the operating system (not only buffered in the process) before
+    /// this returns.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`].
+    fn append(&self, payload: Vec<u8>, evidence: &[u64]) -> Result<Appended, SinkError>;
+
+    /// The clock adjudication weighs recency with, ns since the epoch.
+    fn now_ns(&self) -> u64;
+}
+
+/// Settings of the knowledge base.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Half-life of a fact's confidence when weighed against a conflicting claim (0: no
+    /// decay). Default: [`adjudicate::DEFAULT_HALF_LIFE_NS`].
+    pub half_life_ns: u64,
+    /// The log's chain key, when the log is keyed (to verify what catch-up reads).
+    pub log_key: Option<ChainKey>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            half_life_ns: adjudicate::DEFAULT_HALF_LIFE_NS,
+            log_key: None,
+        }
+    }
+}
+
+/// The knowledge base: versioned facts with provenance. Writes are adjudicated, appended
+/// to the log through the [`Sink`], then applied to the view; reads go to the view.
+#[derive(Debug)]
+pub struct KnowledgeBase {
+    view: View,
+    sink: Box<dyn Sink>,
+    log_dir: PathBuf,
+    options: Options,
+    /// Serializes writes: versions are dense and each is adjudicated against the last.
+    write: Mutex<()>,
+}
+
+/// The maximal length of a key, in bytes.
+pub const KEY_BYTES_MAX: usize = 256;
+
+/// Checks a key against the rule: 1 to 256 bytes of UTF-8 without control characters
+/// (U+0000 to U+001F and U+007F to U+009F).
+///
+/// # Errors
+///
+/// [`Error::InvalidKey`] naming the rule broken.
+pub fn validate_key(key: &str) -> Result<()> {
+    let reason = if key.is_empty() {
+        "it is empty"
+    } else if key.len() > KEY_BYTES_MAX {
+        "it is longer than 256 bytes"
+    } else if key.chars().any(char::is_control) {
+        "it holds a control character"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidKey {
+        key: key.to_owned(),
+        reason,
+    })
+}
+
+fn check_confidence(confidence: f64) -> Result<()> {
+    if confidence.is_finite() && (0.0..=1.0).contains(&confidence) {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfidence { confidence })
+    }
+}
+
+impl KnowledgeBase {
+    /// Opens the view in `view_dir` and brings it up to date with the log in `log_dir`;
+    /// later commits go through `sink`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`], [`Error::Log`], [`Error::BadRecord`].
+    pub fn open(
+        view_dir: impl AsRef<Path>,
+        log_dir: impl AsRef<Path>,
+        sink: Box<dyn Sink>,
+        options: Options,
+    ) -> Result<KnowledgeBase> {
+        let view = View::open(view_dir)?;
+        let log_dir = log_dir.as_ref().to_owned();
+        view.catch_up(&log_dir, options.log_key.clone(), None)?;
+        Ok(KnowledgeBase {
+            view,
+            sink,
+            log_dir,
+            options,
+            write: Mutex::new(()),
+        })
+    }
+
+    /// The view, for every read.
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// Claims that `key` is `value` with `confidence`, where `conditions` hold. The
+    /// claim is adjudicated against the key's current fact (see `docs/ARCHITECTURE.md`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKey`], [`Error::InvalidConfidence`], [`Error::NoEvidence`],
+    /// [`Error::EvidenceNotInLog`] (nothing committed); [`Error::Recorder`],
+    /// [`Error::View`].
+    pub fn assert(
+        &self,
+        key: &str,
+        value: Value,
+        confidence: f64,
+        conditions: &Conditions,
+        provenance: Provenance,
+    ) -> Result<Committed> {
+        validate_key(key)?;
+        check_confidence(confidence)?;
+        self.commit(provenance, |kb, version, now, evidence| {
+            let current = kb.view.get(key)?;
+            let age = kb.age(current.as_ref(), now)?;
+            let claim = Claim {
+                key,
+                value: &value,
+                confidence,
+                conditions,
+                evidence,
+            };
+            let (outcome, fact) = adjudicate::assert(
+                current.as_ref(),
+                age,
+                kb.options.half_life_ns,
+                &claim,
+                version,
+            );
+            let op = Op::Assert {
+                key: key.to_owned(),
+                value: value.clone(),
+                confidence,
+                conditions: conditions.clone(),
+            };
+            Ok((op, outcome, vec![change(key, Some(fact))]))
+        })
+    }
+
+    /// Records a counterexample: `key` is not `value`. A fact holding the value loses
+    /// most of its confidence (one refutation rejects it); a rival claiming it is
+    /// removed; a key without a fact remembers the value as a rejected hypothesis.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotClaimed`] when the key's fact neither holds the value nor has it as a
+    /// rival; otherwise as [`KnowledgeBase::assert`].
+    pub fn refute(&self, key: &str, value: &Value, provenance: Provenance) -> Result<Committed> {
+        validate_key(key)?;
+        self.commit(provenance, |kb, version, now, evidence| {
+            let current = kb.view.get(key)?;
+            let age = kb.age(current.as_ref(), now)?;
+            let (outcome, fact) = adjudicate::refute(
+                current.as_ref(),
+                age,
+                kb.options.half_life_ns,
+                key,
+                value,
+                evidence,
+                version,
+            )
+            .ok_or_else(|| Error::NotClaimed {
+                key: key.to_owned(),
+                value: value.to_string(),
+            })?;
+            let op = Op::Refute {
+                key: key.to_owned(),
+                value: value.clone(),
+            };
+            Ok((op, outcome, vec![change(key, Some(fact))]))
+        })
+    }
+
+    /// Withdraws the key's fact. Its history stays.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`]; otherwise as [`KnowledgeBase::assert`].
+    pub fn retract(&self, key: &str, provenance: Provenance) -> Result<Committed> {
+        validate_key(key)?;
+        self.commit(provenance, |kb, _, _, _| {
+            if kb.view.get(key)?.is_none() {
+                return Err(Error::NotFound {
+                    key: key.to_owned(),
+                });
+            }
+            let op = Op::Retract {
+                key: key.to_owned(),
+            };
+            Ok((op, Outcome::Retracted, vec![change(key, None)]))
+        })
+    }
+
+    /// Appends one commit that restores every key to its state at `version`: keys
+    /// created since lose their fact, changed keys get their old fact back (with this
+    /// commit as their `updated` version). Nothing is erased: the reverted versions stay
+    /// in the history.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownVersion`] for 0 or a version above the latest; otherwise as
+    /// [`KnowledgeBase::assert`].
+    pub fn revert_to(&self, target: Version, provenance: Provenance) -> Result<Committed> {
+        self.commit(provenance, |kb, version, _, _| {
+            let latest = version - 1;
+            if target == 0 || target > latest {
+                return Err(Error::UnknownVersion {
+                    version: target,
+                    latest,
+                });
+            }
+            let mut then = kb.view.snapshot(AsOf::Version(target))?;
+            let now = kb.view.snapshot(AsOf::Version(latest))?;
+            let mut changes = Vec::new();
+            for (key, fact) in now {
+                match then.remove(&key) {
+                    Some(old) if old == fact => {}
+                    Some(mut old) => {
+                        old.updated = version;
+                        changes.push(change(&key, Some(old)));
+                    }
+                    None => changes.push(change(&key, None)),
+                }
+            }
+            for (key, mut old) in then {
+                old.updated = version;
+                changes.push(change(&key, Some(old)));
+            }
+            changes.sort_by(|a, b| a.key.cmp(&b.key));
+            Ok((Op::Revert { version: target }, Outcome::Reverted, changes))
+        })
+    }
+
+    /// Drops the view and rebuilds it from the log's commit records.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`], [`Error::Log`], [`Error::BadRecord`].
+    pub fn rebuild(&self) -> Result<usize> {
+        let _write = self.write.lock();
+        self.view.clear()?;
+        self.view
+            .catch_up(&self.log_dir, self.options.log_key.clone(), None)
+    }
+
+    /// The key's current fact.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn get(&self, key: &str) -> Result<Option<Fact>> {
+        self.view.get(key)
+    }
+
+    /// The key's fact as of a version or a time, in O(log n) of its history.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownVersion`], [`Error::View`].
+    pub fn get_as_of(&self, key: &str, at: AsOf) -> Result<Option<Fact>> {
+        self.view.get_as_of(key, at)
+    }
+
+    /// Every version that changed the key, with its fact after it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn history(&self, key: &str) -> Result<Vec<(Version, Option<Fact>)>> {
+        self.view.history(key)
+    }
+
+    /// The commits in a range of versions.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn log(&self, range: impl std::ops::RangeBounds<Version>) -> Result<Vec<Commit>> {
+        self.view.log(range)
+    }
+
+    /// The facts that differ between two versions.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownVersion`], [`Error::View`].
+    pub fn diff(&self, v1: Version, v2: Version) -> Result<Vec<Difference>> {
+        self.view.diff(v1, v2)
+    }
+
+    /// Current facts (not rejected) whose conditions hold in `context`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn matching(&self, context: &Conditions) -> Result<Vec<Fact>> {
+        self.view.matching(context)
+    }
+
+    /// Current facts with open contradictions.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn contradictions(&self) -> Result<Vec<Fact>> {
+        self.view.contradictions()
+    }
+
+    /// Current facts that are rejected.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn rejected(&self) -> Result<Vec<Fact>> {
+        self.view.rejected()
+    }
+
+    /// Every key's fact as of a version or a time.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownVersion`], [`Error::View`].
+    pub fn snapshot(&self, at: AsOf) -> Result<BTreeMap<String, Fact>> {
+        self.view.snapshot(at)
+    }
+
+    /// The latest version.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn version(&self) -> Result<Version> {
+        self.view.version()
+    }
+
+    /// How old the fact's confidence is at `now`: since its last change's commit.
+    fn age(&self, fact: Option<&Fact>, now: u64) -> Result<u64> {
+        let Some(fact) = fact else { return Ok(0) };
+        let then = self.view.commit(fact.updated)?.map_or(now, |c| c.time_ns);
+        Ok(now.saturating_sub(then))
+    }
+
+    /// Runs one write: under the write lock, `decide` computes the operation, its
+    /// outcome and its changes for the next version; the commit is appended to the log,
+    /// then applied to the view.
+    fn commit(
+        &self,
+        provenance: Provenance,
+        decide: impl FnOnce(&Self, Version, u64, &[u64]) -> Result<(Op, Outcome, Vec<Change>)>,
+    ) -> Result<Committed> {
+        if provenance.evidence.is_empty() {
+            return Err(Error::NoEvidence);
+        }
+        let _write = self.write.lock();
+        let version = self.view.version()? + 1;
+        let now = self.sink.now_ns();
+        let (op, outcome, changes) = decide(self, version, now, &provenance.evidence)?;
+        let record = CommitRecord {
+            version,
+            author: provenance.author,
+            message: provenance.message,
+            provenance: provenance.evidence,
+            op,
+            outcome,
+            changes,
+        };
+        let payload = serde_json::to_vec(&record).map_err(|e| Error::InvalidJson {
+            field: "value",
+            reason: e.to_string(),
+        })?;
+        let appended = self
+            .sink
+            .append(payload, &record.provenance)
+            .map_err(|e| match e {
+                SinkError::EvidenceNotInLog { seq, next_seq } => {
+                    Error::EvidenceNotInLog { seq, next_seq }
+                }
+                SinkError::Failed(e) => Error::Recorder(e),
+            })?;
+        let commit = Commit {
+            seq: appended.seq,
+            time_ns: appended.time_ns,
+            record,
+        };
+        self.view.apply(&commit)?;
+        Ok(Committed {
+            version,
+            outcome,
+            seq: appended.seq,
+        })
+    }
+}
+
+fn change(key: &str, fact: Option<Fact>) -> Change {
+    Change {
+        key: key.to_owned(),
+        fact,
+    }
+}

@@ -1,0 +1,143 @@
+//! The knowledge base's errors. Each names the field or the record concerned; a refused
+//! write commits nothing.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::model::Version;
+
+/// The knowledge base's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a knowledge-base operation failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// `evidence` is empty: every commit must cite at least one log record.
+    NoEvidence,
+    /// `evidence` names a seq that is not in the log before the commit.
+    EvidenceNotInLog {
+        /// The seq cited.
+        seq: u64,
+        /// The seq the commit would have taken: every cited seq must be below it.
+        next_seq: u64,
+    },
+    /// `confidence` is not a number in `[0, 1]`.
+    InvalidConfidence {
+        /// The confidence given.
+        confidence: f64,
+    },
+    /// `key` breaks the key rule (see [`crate::validate_key`]).
+    InvalidKey {
+        /// The key given.
+        key: String,
+        /// The rule it breaks.
+        reason: &'static str,
+    },
+    /// `value` (or `conditions`, or `context`) is not valid JSON of the expected shape.
+    InvalidJson {
+        /// Which field: `value`, `conditions` or `context`.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `version` names no commit.
+    UnknownVersion {
+        /// The version given.
+        version: Version,
+        /// The latest version.
+        latest: Version,
+    },
+    /// The key has no fact.
+    NotFound {
+        /// The key.
+        key: String,
+    },
+    /// A refutation of a value the key's fact neither holds nor has as a rival.
+    NotClaimed {
+        /// The key.
+        key: String,
+        /// The refuted value, as JSON.
+        value: String,
+    },
+    /// A knowledge-base record in the log cannot be read as a commit, or breaks the
+    /// version sequence.
+    BadRecord {
+        /// The record's seq.
+        seq: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The fjall view failed.
+    View {
+        /// What the view was doing.
+        op: &'static str,
+        /// The view's directory.
+        path: PathBuf,
+        /// fjall's error.
+        source: fjall::Error,
+    },
+    /// Reading the log failed.
+    Log(blackbox_log::Error),
+    /// The recorder could not append the commit (it failed or is closed).
+    Recorder(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoEvidence => write!(
+                f,
+                "evidence: a commit must cite at least one log record (seq); nothing was committed"
+            ),
+            Error::EvidenceNotInLog { seq, next_seq } => write!(
+                f,
+                "evidence: seq {seq} is not in the log before this commit (the next seq is {next_seq}); nothing was committed"
+            ),
+            Error::InvalidConfidence { confidence } => write!(
+                f,
+                "confidence: {confidence} is not a number between 0 and 1; nothing was committed"
+            ),
+            Error::InvalidKey { key, reason } => {
+                write!(f, "key: {key:?} is not a valid key: {reason}")
+            }
+            Error::InvalidJson { field, reason } => write!(f, "{field}: {reason}"),
+            Error::UnknownVersion { version, latest } => write!(
+                f,
+                "version: {version} is not a knowledge-base version (versions run from 1 to {latest})"
+            ),
+            Error::NotFound { key } => write!(f, "not found: the key {key:?} has no fact"),
+            Error::NotClaimed { key, value } => write!(
+                f,
+                "value: the key {key:?} neither holds {value} nor has it as a rival claim, so there is nothing to refute"
+            ),
+            Error::BadRecord { seq, reason } => {
+                write!(f, "knowledge-base record at seq {seq}: {reason}")
+            }
+            Error::View { op, path, source } => write!(
+                f,
+                "could not {op} the knowledge-base view in {}: {source} (it can be rebuilt from the log)",
+                path.display()
+            ),
+            Error::Log(e) => write!(f, "{e}"),
+            Error::Recorder(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::View { source, .. } => Some(source),
+            Error::Log(e) => Some(e),
+            Error::Recorder(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<blackbox_log::Error> for Error {
+    fn from(e: blackbox_log::Error) -> Error {
+        Error::Log(e)
+    }
+}

@@ -1,0 +1,283 @@
+//! What the knowledge base holds: facts, the claims that contradict them, and commits.
+//!
+//! Every type here is what a commit record carries in the log (as JSON, see
+//! `docs/FORMAT.md`) and what the fjall view stores.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A knowledge-base version: dense, from 1. Version 0 is the empty base before any commit.
+pub type Version = u64;
+
+/// Where a fact holds: `{"level": 1}`. A fact holds in a context when every one of its
+/// conditions is in the context with an equal value; a fact without conditions holds
+/// everywhere.
+pub type Conditions = BTreeMap<String, Value>;
+
+/// How far a fact is believed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Believed, below the confirmation threshold.
+    Hypothesis,
+    /// Believed at or above the confirmation threshold, with no open contradiction.
+    Confirmed,
+    /// Believed, with at least one open contradiction (a rival claim that did not win).
+    Contested,
+    /// Refuted or worn below the rejection threshold: kept, so an agent does not retry it.
+    Rejected,
+}
+
+impl Status {
+    /// The status's name as written in records and printed by the command.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Hypothesis => "hypothesis",
+            Status::Confirmed => "confirmed",
+            Status::Contested => "contested",
+            Status::Rejected => "rejected",
+        }
+    }
+}
+
+/// A rival claim kept beside a fact it did not displace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rival {
+    /// The value the rival claims.
+    pub value: Value,
+    /// Its confidence, raised by corroboration like a fact's.
+    pub confidence: f64,
+    /// How many claims support it.
+    pub evidence_count: u64,
+    /// The conditions it was claimed under.
+    pub conditions: Conditions,
+    /// The seqs of the log records behind it.
+    pub provenance: Vec<u64>,
+    /// The version that last changed it.
+    pub updated: Version,
+}
+
+/// A fact: what the agent believes about a key, how strongly, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    /// The key (see [`crate::validate_key`] for the rule).
+    pub key: String,
+    /// The believed value.
+    pub value: Value,
+    /// Confidence in `[0, 1]` as of the version that last changed the fact.
+    pub confidence: f64,
+    /// How many claims support the value (corroborations included).
+    pub evidence_count: u64,
+    /// Hypothesis, confirmed, contested or rejected.
+    pub status: Status,
+    /// Where the fact holds.
+    pub conditions: Conditions,
+    /// The seqs of the log records behind the fact's current state, oldest first.
+    pub provenance: Vec<u64>,
+    /// The version that created the key's fact (kept across supersessions).
+    pub created: Version,
+    /// The version that last changed it.
+    pub updated: Version,
+    /// Rival claims that did not win: open contradictions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rivals: Vec<Rival>,
+}
+
+impl Fact {
+    /// Whether the fact holds in `context`: each of its conditions is in the context
+    /// with an equal value.
+    pub fn holds_in(&self, context: &Conditions) -> bool {
+        self.conditions
+            .iter()
+            .all(|(name, value)| context.get(name) == Some(value))
+    }
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The key had no fact: the claim became one.
+    Created,
+    /// The claim agreed with the current value (or with a rival) and strengthened it.
+    Corroborated,
+    /// The claim's value replaced the current one.
+    Superseded,
+    /// The claim lost to the current value and is kept as a rival.
+    Contested,
+    /// A refutation weakened the fact (or removed a rival) without rejecting it.
+    Refuted,
+    /// A refutation rejected the fact, or recorded a value as a failed hypothesis.
+    Rejected,
+    /// The key's fact was withdrawn.
+    Retracted,
+    /// Every key was restored to an earlier version's state.
+    Reverted,
+}
+
+impl Outcome {
+    /// The outcome's name as written in records and printed by the command.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Created => "created",
+            Outcome::Corroborated => "corroborated",
+            Outcome::Superseded => "superseded",
+            Outcome::Contested => "contested",
+            Outcome::Refuted => "refuted",
+            Outcome::Rejected => "rejected",
+            Outcome::Retracted => "retracted",
+            Outcome::Reverted => "reverted",
+        }
+    }
+}
+
+/// Which operation made a commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Op {
+    /// A claim that `key` is `value`.
+    Assert {
+        /// The key claimed.
+        key: String,
+        /// The claimed value.
+        value: Value,
+        /// The claim's confidence.
+        confidence: f64,
+        /// The conditions it was claimed under.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        conditions: Conditions,
+    },
+    /// A counterexample: `key` is not `value`.
+    Refute {
+        /// The key refuted.
+        key: String,
+        /// The refuted value.
+        value: Value,
+    },
+    /// The key's fact is withdrawn.
+    Retract {
+        /// The key withdrawn.
+        key: String,
+    },
+    /// Every key goes back to its state at `version`.
+    Revert {
+        /// The version restored.
+        version: Version,
+    },
+}
+
+/// One key's new state in a commit: `fact: None` means the key has no fact any more.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// The key changed.
+    pub key: String,
+    /// Its state after the commit.
+    pub fact: Option<Fact>,
+}
+
+/// A commit, as its log record carries it. Its time and seq are the record's.
+///
+/// A commit stores the states it produced, not only the operation: replaying the log
+/// re-applies them as they were adjudicated, whatever the adjudication settings are
+/// when the log is read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    /// The commit's version.
+    pub version: Version,
+    /// Who made it.
+    pub author: String,
+    /// Why (for a refutation, retraction or revert: the reason).
+    pub message: String,
+    /// The seqs of the log records that justify it (at least one).
+    pub provenance: Vec<u64>,
+    /// The operation.
+    #[serde(flatten)]
+    pub op: Op,
+    /// What the operation did.
+    pub outcome: Outcome,
+    /// Every key it changed, with the key's new state.
+    pub changes: Vec<Change>,
+}
+
+/// A commit with where and when the log holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Commit {
+    /// The seq of its log record.
+    pub seq: u64,
+    /// Its log record's timestamp, ns since the epoch.
+    pub time_ns: u64,
+    /// The commit itself.
+    #[serde(flatten)]
+    pub record: CommitRecord,
+}
+
+/// What a successful write returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Committed {
+    /// The new version.
+    pub version: Version,
+    /// What the write did.
+    pub outcome: Outcome,
+    /// The seq of the commit's log record.
+    pub seq: u64,
+}
+
+/// A point in the knowledge base's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsOf {
+    /// The state right after this version (0: before any commit).
+    Version(Version),
+    /// The state of the last commit whose time is at or before this one (ns since the
+    /// epoch).
+    Time(u64),
+}
+
+/// Who makes a write and why: the log records that justify it, the author and the
+/// message (the reason, for a refutation, a retraction or a revert).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Provenance {
+    /// The seqs of the log records behind the write; at least one, each already in the
+    /// log.
+    pub evidence: Vec<u64>,
+    /// Who makes the write.
+    pub author: String,
+    /// Why.
+    pub message: String,
+}
+
+impl Provenance {
+    /// Provenance citing `evidence` (seqs of log records).
+    pub fn new(evidence: impl IntoIterator<Item = blackbox_log::Seq>) -> Provenance {
+        Provenance {
+            evidence: evidence.into_iter().map(|s| s.0).collect(),
+            ..Provenance::default()
+        }
+    }
+
+    /// Sets the author.
+    #[must_use]
+    pub fn author(mut self, author: impl Into<String>) -> Self {
+        self.author = author.into();
+        self
+    }
+
+    /// Sets the message (the reason).
+    #[must_use]
+    pub fn message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+}
+
+/// One key's difference between two versions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Difference {
+    /// The key.
+    pub key: String,
+    /// Its fact at the first version.
+    pub before: Option<Fact>,
+    /// Its fact at the second version.
+    pub after: Option<Fact>,
+}

@@ -1,0 +1,544 @@
+//! The fjall view: the knowledge base's commits, materialized for fast reads.
+//!
+//! Five keyspaces in one fjall `Database`:
+//!
+//! | keyspace | key | value |
+//! |---|---|---|
+//! | `facts` | key | the key's current fact (JSON); absent when it has none |
+//! | `history` | key ‖ `0x00` ‖ version (u64 BE) | the key's fact after that version, or `null` |
+//! | `commits` | version (u64 BE) | the commit with its seq and time (JSON) |
+//! | `times` | time ns (u64 BE) ‖ version (u64 BE) | empty |
+//! | `meta` | `applied` | last applied version (u64 BE) ‖ its seq (u64 BE) |
+//!
+//! Keys hold no `0x00` byte (see [`crate::validate_key`]), so a key's history is one
+//! contiguous range ordered by version, and a read as of version v is one reverse seek:
+//! O(log n) in the history's depth. Values are JSON (serde): nothing is read in place, so
+//! fjall's unaligned buffers are never a problem.
+//!
+//! The view is never the truth: one commit's changes are applied in one atomic batch,
+//! together with the applied version, and [`View::catch_up`] re-applies from the log
+//! whatever the view lacks.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+use blackbox_log::{ChainKey, LogReader, ReaderOptions, Seq};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+use crate::error::{Error, Result};
+use crate::model::{AsOf, Commit, CommitRecord, Conditions, Difference, Fact, Status, Version};
+
+/// The record type of a knowledge-base commit in the log.
+pub const KB_RECORD: blackbox_log::RecordType = blackbox_log::RecordType(5);
+
+const APPLIED: &[u8] = b"applied";
+const REBUILDING: &[u8] = b"rebuilding";
+
+/// One entry of [`View::dump`]: keyspace, key, value.
+pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
+
+/// The materialized view of the knowledge base's commits.
+pub struct View {
+    path: PathBuf,
+    db: Database,
+    facts: Keyspace,
+    history: Keyspace,
+    commits: Keyspace,
+    times: Keyspace,
+    meta: Keyspace,
+}
+
+impl std::fmt::Debug for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn be(v: u64) -> [u8; 8] {
+    v.to_be_bytes()
+}
+
+fn read_be(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?))
+}
+
+fn history_key(key: &str, version: Version) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 9);
+    k.extend_from_slice(key.as_bytes());
+    k.push(0);
+    k.extend_from_slice(&be(version));
+    k
+}
+
+/// Decodes a commit record's payload.
+///
+/// # Errors
+///
+/// [`Error::BadRecord`] when the payload is not a commit.
+pub fn decode_commit(seq: Seq, time_ns: u64, payload: &[u8]) -> Result<Commit> {
+    let record: CommitRecord = serde_json::from_slice(payload).map_err(|e| Error::BadRecord {
+        seq: seq.0,
+        reason: format!("not a commit: {e}"),
+    })?;
+    Ok(Commit {
+        seq: seq.0,
+        time_ns,
+        record,
+    })
+}
+
+impl View {
+    /// Opens (or creates) the view in `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`] when fjall cannot open it.
+    pub fn open(path: impl AsRef<Path>) -> Result<View> {
+        let path = path.as_ref().to_owned();
+        let err = |op| {
+            let path = path.clone();
+            move |source| Error::View { op, path, source }
+        };
+        let db = Database::builder(&path).open().map_err(err("open"))?;
+        let ks = |name: &str| {
+            db.keyspace(name, KeyspaceCreateOptions::default)
+                .map_err(err("open a keyspace of"))
+        };
+        let view = View {
+            facts: ks("facts")?,
+            history: ks("history")?,
+            commits: ks("commits")?,
+            times: ks("times")?,
+            meta: ks("meta")?,
+            db,
+            path,
+        };
+        Ok(view)
+    }
+
+    /// The view's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, op: &'static str) -> impl Fn(fjall::Error) -> Error + '_ {
+        move |source| Error::View {
+            op,
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn encode<T: serde::Serialize>(&self, value: &T) -> Result<Vec<u8>> {
+        serde_json::to_vec(value).map_err(|e| Error::View {
+            op: "encode an entry of",
+            path: self.path.clone(),
+            source: fjall::Error::Io(std::io::Error::other(e)),
+        })
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(&self, what: &str, bytes: &[u8]) -> Result<T> {
+        serde_json::from_slice(bytes).map_err(|e| Error::View {
+            op: "decode an entry of",
+            path: self.path.clone(),
+            source: fjall::Error::Io(std::io::Error::other(format!("{what}: {e}"))),
+        })
+    }
+
+    /// The last applied version and the seq of its record (version 0 and `None` when
+    /// the view is empty).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn applied(&self) -> Result<(Version, Option<u64>)> {
+        let Some(bytes) = self.meta.get(APPLIED).map_err(self.err("read"))? else {
+            return Ok((0, None));
+        };
+        match (read_be(&bytes), bytes.get(8..).and_then(read_be)) {
+            (Some(v), Some(seq)) => Ok((v, Some(seq))),
+            _ => Ok((0, None)),
+        }
+    }
+
+    /// The latest version (0 before any commit).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn version(&self) -> Result<Version> {
+        Ok(self.applied()?.0)
+    }
+
+    /// Applies one commit: its changes, its commit entry, its time and the applied
+    /// version, in one atomic batch. A commit already applied is skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadRecord`] when the commit's version is not the next one;
+    /// [`Error::View`].
+    pub fn apply(&self, commit: &Commit) -> Result<()> {
+        let version = commit.record.version;
+        let applied = self.version()?;
+        if version <= applied {
+            return Ok(());
+        }
+        if version != applied + 1 {
+            return Err(Error::BadRecord {
+                seq: commit.seq,
+                reason: format!("version {version} follows version {applied}"),
+            });
+        }
+        let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
+        for change in &commit.record.changes {
+            let json = self.encode(&change.fact)?;
+            batch.insert(
+                &self.history,
+                history_key(&change.key, version),
+                json.clone(),
+            );
+            match &change.fact {
+                Some(_) => batch.insert(&self.facts, change.key.as_bytes(), json),
+                None => batch.remove(&self.facts, change.key.as_bytes()),
+            }
+        }
+        batch.insert(
+            &self.commits,
+            be(version),
+            self.encode(commit)?,
+        );
+        let mut t = be(commit.time_ns).to_vec();
+        t.extend_from_slice(&be(version));
+        batch.insert(&self.times, t, []);
+        let mut applied = be(version).to_vec();
+        applied.extend_from_slice(&be(commit.seq));
+        batch.insert(&self.meta, APPLIED, applied);
+        batch.commit().map_err(self.err("write"))
+    }
+
+    /// Brings the view up to date with the log in `log_dir`: applies every commit
+    /// record after the last applied one, up to `until` (inclusive) when given. A view
+    /// ahead of the log (its last commit is not in the log, as after a power loss that
+    /// kept the view's writes and lost the log's) or interrupted in a rebuild is
+    /// cleared and rebuilt. Returns how many commits it applied.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Log`], [`Error::BadRecord`], [`Error::View`].
+    pub fn catch_up(
+        &self,
+        log_dir: &Path,
+        key: Option<ChainKey>,
+        until: Option<Seq>,
+    ) -> Result<usize> {
+        let reader = LogReader::open_with(log_dir, ReaderOptions { key })?;
+        let rebuilding = self
+            .meta
+            .get(REBUILDING)
+            .map_err(self.err("read"))?
+            .is_some();
+        let (version, seq) = self.applied()?;
+        let mut from = 0;
+        if rebuilding {
+            self.clear()?;
+        } else if let Some(seq) = seq {
+            let found = reader.records(Seq(seq)..=Seq(seq))?.next().transpose()?;
+            let matches = match &found {
+                Some(r) if r.record_type() == KB_RECORD => {
+                    decode_commit(r.seq(), r.ts_ns(), r.payload())
+                        .is_ok_and(|c| c.record.version == version)
+                }
+                _ => false,
+            };
+            if matches {
+                from = seq + 1;
+            } else {
+                self.clear()?;
+            }
+        }
+        let mut applied = 0;
+        let end = until.map_or(Bound::Unbounded, Bound::Included);
+        for record in reader.records((Bound::Included(Seq(from)), end))? {
+            let record = record?;
+            if record.record_type() != KB_RECORD {
+                continue;
+            }
+            let commit = decode_commit(record.seq(), record.ts_ns(), record.payload())?;
+            self.apply(&commit)?;
+            applied += 1;
+        }
+        if rebuilding || from == 0 {
+            self.meta.remove(REBUILDING).map_err(self.err("write"))?;
+        }
+        Ok(applied)
+    }
+
+    /// Empties the view (marking it as rebuilding until a catch-up completes).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn clear(&self) -> Result<()> {
+        self.meta
+            .insert(REBUILDING, [1])
+            .map_err(self.err("write"))?;
+        for ks in [&self.facts, &self.history, &self.commits, &self.times] {
+            ks.clear().map_err(self.err("clear"))?;
+        }
+        self.meta.remove(APPLIED).map_err(self.err("write"))
+    }
+
+    /// Makes the view's writes durable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn persist(&self) -> Result<()> {
+        self.db
+            .persist(PersistMode::SyncAll)
+            .map_err(self.err("persist"))
+    }
+
+    /// The version current at `at`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownVersion`] for a version above the latest; [`Error::View`].
+    pub fn resolve(&self, at: AsOf) -> Result<Version> {
+        match at {
+            AsOf::Version(v) => {
+                let latest = self.version()?;
+                if v > latest {
+                    return Err(Error::UnknownVersion { version: v, latest });
+                }
+                Ok(v)
+            }
+            AsOf::Time(t) => {
+                let mut upper = be(t).to_vec();
+                upper.extend_from_slice(&be(u64::MAX));
+                match self.times.range(..=upper).next_back() {
+                    None => Ok(0),
+                    Some(g) => {
+                        let k = g.key().map_err(self.err("read"))?;
+                        Ok(k.get(8..).and_then(read_be).unwrap_or(0))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The key's current fact.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn get(&self, key: &str) -> Result<Option<Fact>> {
+        match self.facts.get(key.as_bytes()).map_err(self.err("read"))? {
+            Some(bytes) => self.decode("fact", &bytes),
+            None => Ok(None),
+        }
+    }
+
+    fn fact_at(&self, key: &[u8], version: Version) -> Result<Option<Fact>> {
+        let mut lo = key.to_vec();
+        lo.push(0);
+        let mut hi = lo.clone();
+        lo.extend_from_slice(&be(0));
+        hi.extend_from_slice(&be(version));
+        match self.history.range(lo..=hi).next_back() {
+            None => Ok(None),
+            Some(g) => {
+                let (_, value) = g.into_inner().map_err(self.err("read"))?;
+                self.decode("history entry", &value)
+            }
+        }
+    }
+
+    /// The key's fact as of a version or a time: one seek, O(log n) in its history.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownVersion`]; [`Error::View`].
+    pub fn get_as_of(&self, key: &str, at: AsOf) -> Result<Option<Fact>> {
+        let version = self.resolve(at)?;
+        self.fact_at(key.as_bytes(), version)
+    }
+
+    /// Every version that changed the key, oldest first, with the key's fact after it
+    /// (`None`: retracted or reverted away).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn history(&self, key: &str) -> Result<Vec<(Version, Option<Fact>)>> {
+        let mut prefix = key.as_bytes().to_vec();
+        prefix.push(0);
+        let mut out = Vec::new();
+        for g in self.history.prefix(&prefix) {
+            let (k, value) = g.into_inner().map_err(self.err("read"))?;
+            let version = k.get(prefix.len()..).and_then(read_be).unwrap_or(0);
+            out.push((version, self.decode("history entry", &value)?));
+        }
+        Ok(out)
+    }
+
+    /// The commit of `version`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn commit(&self, version: Version) -> Result<Option<Commit>> {
+        match self.commits.get(be(version)).map_err(self.err("read"))? {
+            Some(bytes) => self.decode("commit", &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The commits whose versions are in `range`, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn log(&self, range: impl std::ops::RangeBounds<Version>) -> Result<Vec<Commit>> {
+        let map = |b: Bound<&Version>| match b {
+            Bound::Included(v) => Bound::Included(be(*v)),
+            Bound::Excluded(v) => Bound::Excluded(be(*v)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let range = (map(range.start_bound()), map(range.end_bound()));
+        let mut out = Vec::new();
+        for g in self.commits.range(range) {
+            let (_, value) = g.into_inner().map_err(self.err("read"))?;
+            out.push(self.decode("commit", &value)?);
+        }
+        Ok(out)
+    }
+
+    /// Every key's fact as of `at`: one seek per key.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownVersion`]; [`Error::View`].
+    pub fn snapshot(&self, at: AsOf) -> Result<BTreeMap<String, Fact>> {
+        let version = self.resolve(at)?;
+        let mut out = BTreeMap::new();
+        let mut from: Vec<u8> = Vec::new();
+        loop {
+            let Some(g) = self.history.range(from.as_slice()..).next() else {
+                break;
+            };
+            let k = g.key().map_err(self.err("read"))?;
+            let key = k.get(..k.len().saturating_sub(9)).unwrap_or_default();
+            if let Some(fact) = self.fact_at(key, version)? {
+                out.insert(fact.key.clone(), fact);
+            }
+            from = key.to_vec();
+            from.push(1);
+        }
+        Ok(out)
+    }
+
+    /// Every current fact, in key order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn facts(&self) -> Result<Vec<Fact>> {
+        let mut out = Vec::new();
+        for g in self.facts.iter() {
+            let (_, value) = g.into_inner().map_err(self.err("read"))?;
+            out.push(self.decode("fact", &value)?);
+        }
+        Ok(out)
+    }
+
+    /// The facts that differ between versions `v1` and `v2`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownVersion`]; [`Error::View`].
+    pub fn diff(&self, v1: Version, v2: Version) -> Result<Vec<Difference>> {
+        let mut a = self.snapshot(AsOf::Version(v1))?;
+        let b = self.snapshot(AsOf::Version(v2))?;
+        let mut out = Vec::new();
+        for (key, after) in b {
+            let before = a.remove(&key);
+            if before.as_ref() != Some(&after) {
+                out.push(Difference {
+                    key,
+                    before,
+                    after: Some(after),
+                });
+            }
+        }
+        for (key, before) in a {
+            out.push(Difference {
+                key,
+                before: Some(before),
+                after: None,
+            });
+        }
+        out.sort_by(|x, y| x.key.cmp(&y.key));
+        Ok(out)
+    }
+
+    /// The current facts, not rejected, whose conditions hold in `context`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn matching(&self, context: &Conditions) -> Result<Vec<Fact>> {
+        let mut facts = self.facts()?;
+        facts.retain(|f| f.status != Status::Rejected && f.holds_in(context));
+        Ok(facts)
+    }
+
+    /// The current facts with open contradictions.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn contradictions(&self) -> Result<Vec<Fact>> {
+        let mut facts = self.facts()?;
+        facts.retain(|f| !f.rivals.is_empty());
+        Ok(facts)
+    }
+
+    /// The current facts that are rejected: failed hypotheses, kept so they are not
+    /// retried.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn rejected(&self) -> Result<Vec<Fact>> {
+        let mut facts = self.facts()?;
+        facts.retain(|f| f.status == Status::Rejected);
+        Ok(facts)
+    }
+
+    /// Every entry of every keyspace, in order: two views with equal dumps are
+    /// identical.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn dump(&self) -> Result<Vec<DumpEntry>> {
+        let mut out = Vec::new();
+        for (name, ks) in [
+            ("facts", &self.facts),
+            ("history", &self.history),
+            ("commits", &self.commits),
+            ("times", &self.times),
+            ("meta", &self.meta),
+        ] {
+            for g in ks.iter() {
+                let (k, v) = g.into_inner().map_err(self.err("read"))?;
+                out.push((name, k.to_vec(), v.to_vec()));
+            }
+        }
+        Ok(out)
+    }
+}
