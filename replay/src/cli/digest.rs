@@ -1,0 +1,50 @@
+//! `blackbox digest`: `SEQ:HASH` of the last record.
+
+use std::io::{self, Write};
+
+use blackbox::LogReader;
+use blackbox_log::link_to_hex;
+use serde_json::json;
+
+use super::{CliError, DirArg, describe_log, line};
+
+/// Print SEQ:HASH of the last record: keep it, and later check the log against it with
+/// `blackbox verify --digest`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    dir: DirArg,
+    /// One JSON object: `{"digest", "seq", "hash"}`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `blackbox digest`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let dir = &args.dir.dir;
+    blackbox_replay::open_log_dir(dir)?;
+    let digest = LogReader::open(dir)
+        .and_then(|r| r.digest())
+        .map_err(|e| CliError::new(describe_log(&e)))?
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "log {} holds no record yet, so it has no digest: record something first",
+                dir.display()
+            ))
+        })?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        line(
+            &mut out,
+            json!({
+                "digest": digest.to_string(),
+                "seq": digest.seq,
+                "hash": link_to_hex(&digest.link),
+            }),
+        )?;
+    } else {
+        line(&mut out, digest)?;
+    }
+    out.flush().map_err(super::stdout_error)
+}

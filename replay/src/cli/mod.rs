@@ -1,0 +1,355 @@
+//! The command line: one module per subcommand, and what they share (arguments, errors,
+//! output, progress).
+//!
+//! To add a subcommand: a module with an `Args` struct (`clap::Args`) and a
+//! `run(Args) -> Result<(), CliError>`, a variant in [`Command`], and an arm in
+//! [`main`].
+
+use std::fmt;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use blackbox_replay::Error;
+use clap::{Parser, Subcommand};
+
+mod digest;
+mod export;
+mod record;
+mod replay;
+mod stats;
+mod verify;
+
+/// Blackbox: a flight recorder for robots and AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "blackbox", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Record JSON lines from stdin into a log (events and working-memory operations).
+    Record(record::Args),
+    /// Print the records of a range, filtered by kind and type.
+    Replay(replay::Args),
+    /// Check every checksum and the hash chain; exit 0 only if the log is intact.
+    Verify(verify::Args),
+    /// Print SEQ:HASH of the last record, to check the log against later.
+    Digest(digest::Args),
+    /// Print the log's size, time span and per-kind totals.
+    Stats(stats::Args),
+    /// Export events as JSON lines, with a manifest beside the file.
+    Export(export::Args),
+}
+
+/// Runs the command line and maps every outcome to an exit code: 0 on success, 1 on a
+/// failure, 2 on a usage error. Errors go to stderr in one line.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let result = match cli.command {
+        Command::Record(args) => record::run(args),
+        Command::Replay(args) => replay::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Digest(args) => digest::run(args),
+        Command::Stats(args) => stats::run(args),
+        Command::Export(args) => export::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.quiet => ExitCode::SUCCESS,
+        Err(e) => {
+            // Nothing more can be done if stderr is gone.
+            let _ = writeln!(io::stderr().lock(), "blackbox: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+/// Prints clap's help and version as clap does, and a usage error as one line.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
+        }
+        _ => {
+            // clap's message, up to its first blank line, on one line.
+            let text = e.to_string();
+            let mut parts = Vec::new();
+            for line in text.lines() {
+                let line = line.trim();
+                if line.is_empty() {
+                    if parts.is_empty() {
+                        continue;
+                    }
+                    break;
+                }
+                parts.push(line.strip_prefix("error: ").unwrap_or(line));
+            }
+            let message = parts.join(" ");
+            let _ = writeln!(
+                io::stderr().lock(),
+                "blackbox: {message}; run `blackbox help` or `blackbox SUBCOMMAND --help` for usage"
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A failure: one sentence that says what happened and what to do, and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    message: String,
+    code: u8,
+    /// Stdout was closed by its reader (`| head`): stop quietly, as a success.
+    quiet: bool,
+}
+
+impl CliError {
+    /// A failure with exit code 1.
+    pub fn new(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            code: 1,
+            quiet: false,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<Error> for CliError {
+    fn from(e: Error) -> CliError {
+        CliError::new(describe(&e))
+    }
+}
+
+impl From<blackbox::Error> for CliError {
+    fn from(e: blackbox::Error) -> CliError {
+        match e {
+            blackbox::Error::Log(log) | blackbox::Error::Writer(log) => {
+                // The log's error with its advice, without the recorder's wrapping when
+                // the log itself is what failed.
+                CliError::new(describe_log(&log))
+            }
+            blackbox::Error::Policy(p) => CliError::new(format!("{p}: fix the policy file")),
+            other => CliError::new(other.to_string()),
+        }
+    }
+}
+
+/// The error with advice on what to do.
+pub fn describe(e: &Error) -> String {
+    match e {
+        Error::NoSuchDir { .. } => {
+            format!("{e}: check --dir (only `blackbox record` creates a log)")
+        }
+        Error::Log(log) => describe_log(log),
+        Error::Decode { .. } => format!(
+            "{e}: the record is intact in the log but this version of blackbox cannot read it"
+        ),
+        Error::InvalidKey { .. } => {
+            format!("{e}: give a file holding the 32-byte key, raw or as 64 hex digits")
+        }
+        Error::Io { .. } => format!("{e}: check the path and its permissions"),
+        _ => e.to_string(),
+    }
+}
+
+/// A log error with advice on what to do.
+pub fn describe_log(e: &blackbox_log::Error) -> String {
+    use blackbox_log::Error as L;
+    match e {
+        L::NotALog { .. } => {
+            format!("{e}: point --dir at a log directory written by `blackbox record`")
+        }
+        L::Locked { .. } => format!(
+            "{e}: stop that writer or wait for it to finish, then try again (one writer per log)"
+        ),
+        L::Corrupt(c) => {
+            let mut s = format!(
+                "{e}: the log is damaged there; keep a copy of the directory for investigation"
+            );
+            if let Some(seq) = c.seq.filter(|&s| s > 0) {
+                s.push_str(&format!(
+                    ", and read the records before it with `blackbox replay --to-seq {}`",
+                    seq - 1
+                ));
+            }
+            s
+        }
+        L::KeyRequired { .. } => format!("{e}: pass the log's key with --key-file"),
+        L::WrongKey { .. } => {
+            format!("{e}: pass the key the log was written with (--key-file)")
+        }
+        L::NotKeyed { .. } => format!("{e}: leave out --key-file"),
+        L::DigestMismatch { .. } => format!(
+            "{e}: this log no longer holds what the digest was taken from (records were changed or the tail was cut)"
+        ),
+        L::InvalidDigest { .. } => {
+            format!("{e}: pass the digest as `blackbox digest` printed it")
+        }
+        L::UnsupportedVersion { .. } => format!("{e}: use a newer blackbox"),
+        L::Io { .. } => format!("{e}: check the path, its permissions and free space"),
+        L::InvalidOptions { .. } => format!("{e}: change the option"),
+        _ => e.to_string(),
+    }
+}
+
+/// Maps a write error on stdout: a closed pipe ends the command quietly.
+pub fn stdout_error(e: io::Error) -> CliError {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        CliError {
+            message: String::new(),
+            code: 0,
+            quiet: true,
+        }
+    } else {
+        CliError::new(format!("cannot write to stdout: {e}"))
+    }
+}
+
+/// Writes one line to `out`.
+pub fn line(out: &mut impl Write, text: impl fmt::Display) -> Result<(), CliError> {
+    writeln!(out, "{text}").map_err(stdout_error)
+}
+
+/// A progress bar on stderr when stderr is a terminal, hidden otherwise.
+pub fn progress_bar(len: Option<u64>, message: String) -> indicatif::ProgressBar {
+    if !io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = match len {
+        Some(len) => {
+            let bar = indicatif::ProgressBar::new(len);
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta} left)")
+            {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        }
+        None => {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
+        }
+    };
+    bar.set_message(message);
+    bar
+}
+
+/// Reads the key file, if one was given.
+pub fn key_from(path: Option<&Path>) -> Result<Option<blackbox::ChainKey>, CliError> {
+    path.map(blackbox_replay::read_key_file)
+        .transpose()
+        .map_err(CliError::from)
+}
+
+/// Warns on stderr that a keyed log is read without its key.
+pub fn warn_unverified(dir: &Path) {
+    let _ = writeln!(
+        io::stderr().lock(),
+        "blackbox: warning: log {} is keyed and no --key-file was given: records are checked against their checksums, not the hash chain",
+        dir.display()
+    );
+}
+
+/// The `--dir` every subcommand takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DirArg {
+    /// The log directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// Value parser: a time (RFC 3339 or integer ns since the epoch).
+pub fn time_arg(text: &str) -> Result<u64, String> {
+    blackbox_replay::parse_time(text).map_err(|e| match e {
+        Error::InvalidTime { reason, .. } => reason,
+        other => other.to_string(),
+    })
+}
+
+/// Value parser: a size (`64MiB`, `4096`).
+pub fn size_arg(text: &str) -> Result<u64, String> {
+    blackbox_replay::parse_size(text).map_err(|e| match e {
+        Error::InvalidSize { reason, .. } => reason,
+        other => other.to_string(),
+    })
+}
+
+/// Value parser: a kind glob, checked as the policy checks its globs.
+pub fn glob_arg(text: &str) -> Result<String, String> {
+    blackbox_replay::Query::new()
+        .kind(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| match e {
+            Error::InvalidGlob { reason, .. } => reason,
+            other => other.to_string(),
+        })
+}
+
+/// The record types `--type` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TypeArg {
+    /// Events.
+    Event,
+    /// Summary windows.
+    Summary,
+    /// Per-kind running totals.
+    Accounting,
+    /// Working-memory checkpoints.
+    Checkpoint,
+    /// Knowledge-base commits.
+    Kb,
+    /// Incident markers.
+    Incident,
+    /// Interned names (hidden unless asked for).
+    Dictionary,
+}
+
+impl From<TypeArg> for blackbox_replay::RecordType {
+    fn from(t: TypeArg) -> Self {
+        use blackbox_replay::RecordType as R;
+        match t {
+            TypeArg::Event => R::Event,
+            TypeArg::Summary => R::Summary,
+            TypeArg::Accounting => R::Accounting,
+            TypeArg::Checkpoint => R::Checkpoint,
+            TypeArg::Kb => R::Kb,
+            TypeArg::Incident => R::Incident,
+            TypeArg::Dictionary => R::Dictionary,
+        }
+    }
+}
+
+/// A byte count for people: `5.1 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}

@@ -1,0 +1,378 @@
+//! `blackbox record`: JSON lines on stdin into a log.
+//!
+//! A line is an event `{"kind", "payload", "values", "source", "event_time"}` (only
+//! `kind` is required) or an operation `{"op": "set", "key", "value"}`, `{"op": "del",
+//! "key"}`, `{"op": "checkpoint"}`, `{"op": "sync"}`. Blank lines are ignored; any other
+//! field is refused, so that a misspelt field is not dropped silently.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, Write};
+use std::path::PathBuf;
+
+use blackbox::policy::Policy;
+use blackbox::{Config, Counters, Durability, Event, LogOptions, Recorder};
+use serde_json::{Map, Value, json};
+
+use super::{CliError, DirArg, key_from, size_arg};
+
+/// When records reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DurabilityArg {
+    /// fdatasync every batch (group commit): nothing acknowledged is lost.
+    Sync,
+    /// Write every batch to the OS: a crash of the process loses nothing.
+    Flush,
+    /// Write when the buffer fills: fastest.
+    Buffered,
+}
+
+impl From<DurabilityArg> for Durability {
+    fn from(d: DurabilityArg) -> Durability {
+        match d {
+            DurabilityArg::Sync => Durability::Sync,
+            DurabilityArg::Flush => Durability::Flush,
+            DurabilityArg::Buffered => Durability::Buffered,
+        }
+    }
+}
+
+/// Record JSON lines from stdin: events, and working-memory operations (set, del,
+/// checkpoint, sync). Prints `{"synced": SEQ}` for each sync and a summary at the end.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The retention policy (TOML).
+    #[arg(long, value_name = "P.toml")]
+    policy: Option<PathBuf>,
+    /// When records reach the disk; `{"op":"sync"}` makes them durable in any mode.
+    #[arg(long, value_enum, default_value = "flush")]
+    durability: DurabilityArg,
+    /// Segment size at which a new segment file starts (like 64MiB; at least 4096).
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    segment_bytes: Option<u64>,
+    /// A secret chain key file (32 raw bytes or 64 hex digits) mixed into every link.
+    #[arg(long, value_name = "K")]
+    key_file: Option<PathBuf>,
+    /// Count and skip invalid lines instead of stopping at the first.
+    #[arg(long)]
+    skip_invalid: bool,
+}
+
+/// One parsed input line.
+#[derive(Debug)]
+enum Line {
+    Event {
+        kind: String,
+        source: Option<String>,
+        payload: Option<String>,
+        values: Vec<(String, f64)>,
+        event_time_ns: Option<u64>,
+    },
+    Set {
+        key: String,
+        value: Value,
+    },
+    Del {
+        key: String,
+    },
+    Checkpoint,
+    Sync,
+}
+
+/// What one run did.
+#[derive(Debug, Default)]
+struct Tally {
+    lines: u64,
+    events: u64,
+    ops: u64,
+    skipped: u64,
+}
+
+/// Runs `blackbox record`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let mut config = Config::new().durability(args.durability.into());
+    if let Some(path) = &args.policy {
+        let policy = Policy::from_toml_file(path)
+            .map_err(|e| CliError::new(format!("{e}: fix the policy file")))?;
+        config = config.policy(policy);
+    }
+    let mut log = LogOptions::new().key(key_from(args.key_file.as_deref())?);
+    if let Some(bytes) = args.segment_bytes {
+        if bytes < 4096 {
+            return Err(CliError::new(format!(
+                "--segment-bytes {bytes} is too small: give at least 4096 bytes, like 64MiB"
+            )));
+        }
+        log = log.segment_bytes_max(bytes);
+    }
+    config = config.log_options(log);
+    let recorder = Recorder::open(&args.dir.dir, config)?;
+    let baseline = recorder.stats()?;
+    let mut tally = Tally::default();
+    let outcome = feed(&recorder, &args, &mut tally);
+    // Whatever happened, close: the records before a bad line stay, synced.
+    let totals = recorder.stats();
+    let closed = recorder.close();
+    outcome?;
+    let totals = totals?;
+    let last_seq = closed?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let summary = json!({
+        "last_seq": last_seq.map(|s| s.0),
+        "lines": tally.lines,
+        "events": tally.events,
+        "ops": tally.ops,
+        "skipped": tally.skipped,
+        "kinds": run_counters(&baseline, &totals),
+    });
+    writeln!(out, "{summary}")
+        .and_then(|()| out.flush())
+        .map_err(super::stdout_error)
+}
+
+/// This run's counters per kind: the totals at the end less those at open.
+fn run_counters(
+    baseline: &BTreeMap<String, Counters>,
+    totals: &BTreeMap<String, Counters>,
+) -> Value {
+    let mut kinds = Map::new();
+    for (kind, end) in totals {
+        let start = baseline.get(kind).copied().unwrap_or_default();
+        let c = Counters {
+            seen: end.seen.saturating_sub(start.seen),
+            kept: end.kept.saturating_sub(start.kept),
+            sampled_out: end.sampled_out.saturating_sub(start.sampled_out),
+            summarized: end.summarized.saturating_sub(start.summarized),
+            dropped: end.dropped.saturating_sub(start.dropped),
+            overflow: end.overflow.saturating_sub(start.overflow),
+            preroll: end.preroll.saturating_sub(start.preroll),
+        };
+        if c != Counters::default() {
+            kinds.insert(
+                kind.clone(),
+                json!({
+                    "seen": c.seen,
+                    "kept": c.kept,
+                    "sampled_out": c.sampled_out,
+                    "summarized": c.summarized,
+                    "dropped": c.dropped,
+                    "overflow": c.overflow,
+                    "preroll": c.preroll,
+                }),
+            );
+        }
+    }
+    Value::Object(kinds)
+}
+
+/// Reads stdin to its end, recording every line.
+fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliError> {
+    let stdin = io::stdin();
+    let mut input = stdin.lock();
+    let stdout = io::stdout();
+    let mut buf = Vec::new();
+    let mut number = 0u64;
+    loop {
+        buf.clear();
+        let n = input
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| CliError::new(format!("cannot read stdin: {e}")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        number += 1;
+        tally.lines += 1;
+        let outcome = match std::str::from_utf8(&buf) {
+            Err(e) => Err(format!(
+                "not UTF-8 text (invalid byte at column {})",
+                e.valid_up_to() + 1
+            )),
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) => match parse_line(text) {
+                Ok(line) => apply(recorder, line, &stdout, tally)?,
+                Err(reason) => Err(reason),
+            },
+        };
+        if let Err(reason) = outcome {
+            if args.skip_invalid {
+                tally.skipped += 1;
+                let _ = writeln!(
+                    io::stderr().lock(),
+                    "blackbox: line {number} skipped: {reason}"
+                );
+            } else {
+                return Err(CliError::new(format!(
+                    "line {number}: {reason}: fix the line or pass --skip-invalid to skip such lines (the lines before it are recorded)"
+                )));
+            }
+        }
+    }
+}
+
+/// Applies one line. The outer error stops the run (the recorder or stdout failed); the
+/// inner one is the line's own problem (refused by the recorder).
+fn apply(
+    recorder: &Recorder,
+    line: Line,
+    stdout: &io::Stdout,
+    tally: &mut Tally,
+) -> Result<Result<(), String>, CliError> {
+    match line {
+        Line::Event {
+            kind,
+            source,
+            payload,
+            values,
+            event_time_ns,
+        } => {
+            let values: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            let mut event = Event::new(&kind).values(&values);
+            if let Some(s) = &source {
+                event = event.source(s);
+            }
+            if let Some(p) = &payload {
+                event = event.json(p);
+            }
+            if let Some(t) = event_time_ns {
+                event = event.event_time_ns(t);
+            }
+            match recorder.record(&event) {
+                Ok(()) => {
+                    tally.events += 1;
+                    Ok(Ok(()))
+                }
+                Err(
+                    e @ (blackbox::Error::InvalidKind(_)
+                    | blackbox::Error::InvalidName { .. }
+                    | blackbox::Error::EventTooLarge { .. }),
+                ) => Ok(Err(e.to_string())),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Line::Set { key, value } => {
+            recorder.working().set(key, value);
+            tally.ops += 1;
+            Ok(Ok(()))
+        }
+        Line::Del { key } => {
+            recorder.working().remove(&key);
+            tally.ops += 1;
+            Ok(Ok(()))
+        }
+        Line::Checkpoint => match recorder.checkpoint() {
+            Ok(_) => {
+                tally.ops += 1;
+                Ok(Ok(()))
+            }
+            Err(e @ blackbox::Error::CheckpointTooLarge { .. }) => Ok(Err(e.to_string())),
+            Err(e) => Err(e.into()),
+        },
+        Line::Sync => {
+            let seq = recorder.sync()?;
+            tally.ops += 1;
+            let mut out = stdout.lock();
+            writeln!(out, "{}", json!({ "synced": seq.map(|s| s.0) }))
+                .and_then(|()| out.flush())
+                .map_err(super::stdout_error)?;
+            Ok(Ok(()))
+        }
+    }
+}
+
+/// Parses one line; the error says what is wrong with it.
+fn parse_line(text: &str) -> Result<Line, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
+    let Value::Object(mut obj) = value else {
+        return Err("expected a JSON object, like {\"kind\": \"action.grasp\"}".to_owned());
+    };
+    if let Some(op) = obj.remove("op") {
+        let Value::String(op) = op else {
+            return Err("\"op\" must be a string: set, del, checkpoint or sync".to_owned());
+        };
+        let line = match op.as_str() {
+            "set" => Line::Set {
+                key: take_string(&mut obj, "key")?.ok_or("{\"op\": \"set\"} needs a \"key\"")?,
+                value: obj
+                    .remove("value")
+                    .ok_or("{\"op\": \"set\"} needs a \"value\"")?,
+            },
+            "del" => Line::Del {
+                key: take_string(&mut obj, "key")?.ok_or("{\"op\": \"del\"} needs a \"key\"")?,
+            },
+            "checkpoint" => Line::Checkpoint,
+            "sync" => Line::Sync,
+            other => {
+                return Err(format!(
+                    "unknown op {other:?}: expected set, del, checkpoint or sync"
+                ));
+            }
+        };
+        if let Some(field) = obj.keys().next() {
+            return Err(format!("unknown field {field:?} in {{\"op\": {op:?}}}"));
+        }
+        return Ok(line);
+    }
+    let kind = take_string(&mut obj, "kind")?
+        .ok_or("an event needs a \"kind\", like {\"kind\": \"action.grasp\"} (or an \"op\")")?;
+    blackbox::policy::validate_kind(&kind).map_err(|e| e.to_string())?;
+    let source = take_string(&mut obj, "source")?;
+    let payload = obj
+        .remove("payload")
+        .map(|p| serde_json::to_string(&p).map_err(|e| format!("payload: {e}")))
+        .transpose()?;
+    let mut values = Vec::new();
+    match obj.remove("values") {
+        None => {}
+        Some(Value::Object(map)) => {
+            for (name, v) in map {
+                let x = v
+                    .as_f64()
+                    .ok_or_else(|| format!("value {name:?} is not a number"))?;
+                values.push((name, x));
+            }
+        }
+        Some(_) => {
+            return Err(
+                "\"values\" must be an object of numbers, like {\"force\": 3.2}".to_owned(),
+            );
+        }
+    }
+    let event_time_ns = match obj.remove("event_time") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => {
+            Some(blackbox_replay::parse_time(&s).map_err(|e| format!("event_time: {e}"))?)
+        }
+        Some(Value::Number(n)) => Some(n.as_u64().ok_or_else(|| {
+            format!("event_time {n} is not a whole, non-negative count of nanoseconds")
+        })?),
+        Some(_) => {
+            return Err(
+                "\"event_time\" must be RFC 3339 text or integer nanoseconds since the epoch"
+                    .to_owned(),
+            );
+        }
+    };
+    if let Some(field) = obj.keys().next() {
+        return Err(format!(
+            "unknown field {field:?}: an event has kind, payload, values, source and event_time"
+        ));
+    }
+    Ok(Line::Event {
+        kind,
+        source,
+        payload,
+        values,
+        event_time_ns,
+    })
+}
+
+/// Removes a string field; an error if it is there but not a string.
+fn take_string(obj: &mut Map<String, Value>, field: &str) -> Result<Option<String>, String> {
+    match obj.remove(field) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("{field:?} must be a string")),
+    }
+}

@@ -1,0 +1,199 @@
+//! `blackbox replay`: the records of a range, filtered by kind and type.
+
+use std::fmt::Write as _;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use blackbox_replay::{Body, Payload, Query, Record, Replay, format_time, hex, to_json};
+
+use super::{CliError, DirArg, TypeArg, glob_arg, key_from, line, time_arg, warn_unverified};
+
+/// Print the records of a range, one a line.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Records stamped at or after this time (RFC 3339 or integer ns since the epoch).
+    #[arg(long, value_name = "T", value_parser = time_arg)]
+    since: Option<u64>,
+    /// Records stamped at or before this time (RFC 3339 or integer ns since the epoch).
+    #[arg(long, value_name = "T", value_parser = time_arg)]
+    until: Option<u64>,
+    /// Records from this seq on.
+    #[arg(long, value_name = "N")]
+    from_seq: Option<u64>,
+    /// Records up to this seq (inclusive).
+    #[arg(long, value_name = "N")]
+    to_seq: Option<u64>,
+    /// Only records whose kind matches this glob (repeatable; `*` crosses dots).
+    #[arg(long = "kind", value_name = "GLOB", value_parser = glob_arg)]
+    kinds: Vec<String>,
+    /// Only records of this type (repeatable; default: every type but dictionary).
+    #[arg(long = "type", value_name = "TYPE", value_enum)]
+    types: Vec<TypeArg>,
+    /// One JSON object a line.
+    #[arg(long)]
+    json: bool,
+    /// The chain key file of a keyed log, to verify its chain while reading.
+    #[arg(long, value_name = "K")]
+    key_file: Option<PathBuf>,
+}
+
+/// The query the arguments describe.
+pub fn query(
+    since: Option<u64>,
+    until: Option<u64>,
+    from_seq: Option<u64>,
+    to_seq: Option<u64>,
+    kinds: &[String],
+) -> Result<Query, CliError> {
+    let mut q = Query::new();
+    if let Some(t) = since {
+        q = q.since(t);
+    }
+    if let Some(t) = until {
+        q = q.until(t);
+    }
+    if let Some(s) = from_seq {
+        q = q.from_seq(s);
+    }
+    if let Some(s) = to_seq {
+        q = q.to_seq(s);
+    }
+    for k in kinds {
+        q = q.kind(k)?;
+    }
+    Ok(q)
+}
+
+/// Runs `blackbox replay`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let mut q = query(
+        args.since,
+        args.until,
+        args.from_seq,
+        args.to_seq,
+        &args.kinds,
+    )?;
+    if !args.types.is_empty() {
+        q = q.types(args.types.iter().map(|&t| t.into()));
+    }
+    q = q.key(key_from(args.key_file.as_deref())?);
+    let replay = Replay::open(&args.dir.dir, &q)?;
+    if !replay.chain_verified() {
+        warn_unverified(&args.dir.dir);
+    }
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    for r in replay {
+        let r = r?;
+        if args.json {
+            line(&mut out, to_json(&r))?;
+        } else {
+            line(&mut out, human(&r))?;
+        }
+    }
+    out.flush().map_err(super::stdout_error)
+}
+
+/// A record on one line for people.
+pub fn human(r: &Record) -> String {
+    let type_name = r.record_type().map_or("unknown", |t| t.name());
+    let mut s = format!(
+        "{:>8}  {}  {:<10}  ",
+        r.seq,
+        format_time(r.ts_ns),
+        type_name
+    );
+    match &r.body {
+        Body::Event(e) => {
+            let _ = write!(s, "{}  [{}", e.kind, e.tier.name());
+            if e.weight != 1.0 {
+                let _ = write!(s, " x{}", e.weight);
+            }
+            s.push(']');
+            if let Some(src) = &e.source {
+                let _ = write!(s, "  source={src}");
+            }
+            for (name, v) in &e.values {
+                let _ = write!(s, "  {name}={v}");
+            }
+            match &e.payload {
+                Payload::None => {}
+                Payload::Json(v) => {
+                    let _ = write!(s, "  payload={v}");
+                }
+                Payload::Raw(b) => {
+                    let _ = write!(s, "  payload=0x{}", hex(b));
+                }
+            }
+            if let Some(t) = e.event_time_ns {
+                let _ = write!(s, "  event_time={}", format_time(t));
+            }
+        }
+        Body::Summary(sum) => {
+            let _ = write!(
+                s,
+                "{}  window {} .. {}  count={}",
+                sum.kind,
+                format_time(sum.window_start_ns),
+                format_time(sum.window_end_ns),
+                sum.count
+            );
+            for (name, v) in &sum.values {
+                let _ = write!(
+                    s,
+                    "  {name}: min={} max={} mean={} sum={} last={}",
+                    v.min, v.max, v.mean, v.sum, v.last
+                );
+            }
+        }
+        Body::Accounting(a) => {
+            let _ = write!(s, "{} kinds", a.kinds.len());
+            for (kind, c) in &a.kinds {
+                let _ = write!(
+                    s,
+                    "  {kind}: seen={} kept={} sampled_out={} summarized={} dropped={} overflow={} preroll={}",
+                    c.seen, c.kept, c.sampled_out, c.summarized, c.dropped, c.overflow, c.preroll
+                );
+            }
+        }
+        Body::Checkpoint(c) => {
+            let _ = write!(
+                s,
+                "working memory {}",
+                serde_json::Value::Object(c.working.clone())
+            );
+        }
+        Body::Kb(k) => {
+            let _ = write!(s, "commit {}", k.commit);
+        }
+        Body::Incident(i) => {
+            let _ = write!(
+                s,
+                "{}  trigger seq {}  pre-roll from {} ({} events)  post-roll until {}",
+                i.trigger_kind,
+                i.trigger_seq,
+                format_time(i.preroll_start_ns),
+                i.preroll_events,
+                format_time(i.postroll_end_ns)
+            );
+        }
+        Body::Dictionary(d) => {
+            let names: Vec<String> = d
+                .entries
+                .iter()
+                .map(|(id, name)| format!("{id}={name}"))
+                .collect();
+            s.push_str(&names.join(" "));
+        }
+        Body::Unknown {
+            record_type,
+            payload,
+        } => {
+            let _ = write!(s, "type tag {record_type}, {} bytes", payload.len());
+        }
+    }
+    let _ = write!(s, "  hash={}", hex(&r.hash));
+    s
+}

@@ -1,0 +1,508 @@
+//! Typed records: the recorder's records decoded, interned names resolved.
+
+use std::collections::{BTreeMap, HashMap};
+
+use blackbox::codec::{
+    self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedEventRecord,
+    ArchivedIncidentRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
+};
+use blackbox::{Counters, LogRecord};
+
+use crate::error::{Error, Result};
+
+/// The recorder's record types, as `--type` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordType {
+    /// An event (type tag 1).
+    Event,
+    /// A summary window of one kind (2).
+    Summary,
+    /// Per-kind running totals (3).
+    Accounting,
+    /// A working-memory checkpoint (4).
+    Checkpoint,
+    /// A knowledge-base commit (5).
+    Kb,
+    /// An incident marker (6).
+    Incident,
+    /// Interned names (7): how the other records' ids read.
+    Dictionary,
+}
+
+impl RecordType {
+    /// Every type, in tag order.
+    pub const ALL: [RecordType; 7] = [
+        RecordType::Event,
+        RecordType::Summary,
+        RecordType::Accounting,
+        RecordType::Checkpoint,
+        RecordType::Kb,
+        RecordType::Incident,
+        RecordType::Dictionary,
+    ];
+
+    /// The name in JSON output and on the command line (`event`, `summary`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordType::Event => "event",
+            RecordType::Summary => "summary",
+            RecordType::Accounting => "accounting",
+            RecordType::Checkpoint => "checkpoint",
+            RecordType::Kb => "kb",
+            RecordType::Incident => "incident",
+            RecordType::Dictionary => "dictionary",
+        }
+    }
+
+    /// The log's type tag.
+    pub fn tag(self) -> blackbox::log::RecordType {
+        match self {
+            RecordType::Event => codec::EVENT,
+            RecordType::Summary => codec::SUMMARY,
+            RecordType::Accounting => codec::ACCOUNTING,
+            RecordType::Checkpoint => codec::CHECKPOINT,
+            RecordType::Kb => codec::KB,
+            RecordType::Incident => codec::INCIDENT,
+            RecordType::Dictionary => codec::DICTIONARY,
+        }
+    }
+
+    /// The type of a log type tag, `None` for a tag the recorder does not write.
+    pub fn from_tag(tag: blackbox::log::RecordType) -> Option<RecordType> {
+        RecordType::ALL.into_iter().find(|t| t.tag() == tag)
+    }
+
+    /// Parses a name as [`RecordType::name`] gives it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRecordType`] for any other text.
+    pub fn parse(name: &str) -> Result<RecordType> {
+        RecordType::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| Error::InvalidRecordType {
+                input: name.to_owned(),
+            })
+    }
+}
+
+impl std::fmt::Display for RecordType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A decoded record: what every record has, and its typed content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// The record's seq.
+    pub seq: u64,
+    /// The recorder's timestamp (ns since the epoch): the log's order in time.
+    pub ts_ns: u64,
+    /// The record's content hash ([`record_hash`]).
+    pub hash: [u8; 32],
+    /// The typed content.
+    pub body: Body,
+}
+
+impl Record {
+    /// The record's type; `None` for a type tag the recorder does not write.
+    pub fn record_type(&self) -> Option<RecordType> {
+        match &self.body {
+            Body::Event(_) => Some(RecordType::Event),
+            Body::Summary(_) => Some(RecordType::Summary),
+            Body::Accounting(_) => Some(RecordType::Accounting),
+            Body::Checkpoint(_) => Some(RecordType::Checkpoint),
+            Body::Kb(_) => Some(RecordType::Kb),
+            Body::Incident(_) => Some(RecordType::Incident),
+            Body::Dictionary(_) => Some(RecordType::Dictionary),
+            Body::Unknown { .. } => None,
+        }
+    }
+
+    /// The kind the record is about: an event's or a summary's kind, an incident's
+    /// trigger kind; `None` for the other types.
+    pub fn kind(&self) -> Option<&str> {
+        match &self.body {
+            Body::Event(e) => Some(&e.kind),
+            Body::Summary(s) => Some(&s.kind),
+            Body::Incident(i) => Some(&i.trigger_kind),
+            _ => None,
+        }
+    }
+}
+
+/// A record's typed content.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    /// An event.
+    Event(Event),
+    /// One summary window of one kind.
+    Summary(Summary),
+    /// Per-kind running totals.
+    Accounting(Accounting),
+    /// A working-memory checkpoint.
+    Checkpoint(Checkpoint),
+    /// A knowledge-base commit.
+    Kb(KbCommit),
+    /// An incident marker.
+    Incident(Incident),
+    /// Interned names.
+    Dictionary(Dictionary),
+    /// A type tag the recorder does not write (a newer writer's, or another layer's):
+    /// kept, not interpreted.
+    Unknown {
+        /// The type tag.
+        record_type: u16,
+        /// The payload bytes.
+        payload: Vec<u8>,
+    },
+}
+
+/// An event's payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    /// The event has none.
+    None,
+    /// A JSON payload.
+    Json(serde_json::Value),
+    /// Opaque bytes, or a payload marked JSON whose text is not valid JSON (the
+    /// recorder stores JSON text as given, unparsed).
+    Raw(Vec<u8>),
+}
+
+/// An event record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The kind (a dotted name).
+    pub kind: String,
+    /// Who emitted it, if it said.
+    pub source: Option<String>,
+    /// Why it was written: `full`, `sample`, `preroll` or `postroll`.
+    pub tier: WrittenTier,
+    /// How many events it stands for (1 unless sampled).
+    pub weight: f64,
+    /// The recorder's time when it was recorded (ns). Equals the record's timestamp
+    /// except for pre-roll events, written when their incident was triggered.
+    pub recorded_ns: u64,
+    /// The caller's own time for the event (ns), if it gave one.
+    pub event_time_ns: Option<u64>,
+    /// The payload.
+    pub payload: Payload,
+    /// Numeric values by name, in the order recorded.
+    pub values: Vec<(String, f64)>,
+}
+
+/// The aggregates of one value over a summary window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValueSummary {
+    /// Events of the window that carried the value.
+    pub count: u64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// `sum / count`.
+    pub mean: f64,
+    /// Sum of the values.
+    pub sum: f64,
+    /// The last value of the window.
+    pub last: f64,
+}
+
+/// A summary record: one window `[window_start_ns, window_end_ns)` of one kind. A late
+/// event may add a second record for the same window: readers add them together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The kind.
+    pub kind: String,
+    /// Window start (ns, inclusive).
+    pub window_start_ns: u64,
+    /// Window end (ns, exclusive).
+    pub window_end_ns: u64,
+    /// Events summarized.
+    pub count: u64,
+    /// Per-value aggregates by value name.
+    pub values: BTreeMap<String, ValueSummary>,
+}
+
+/// An accounting record: per-kind running totals since the log was created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accounting {
+    /// Counters by kind.
+    pub kinds: BTreeMap<String, Counters>,
+}
+
+/// A working-memory checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    /// The working memory: key → value.
+    pub working: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A knowledge-base commit (type 5): a JSON object, as the knowledge base writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KbCommit {
+    /// The commit.
+    pub commit: serde_json::Value,
+}
+
+/// An incident marker: the trigger and the window captured around it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incident {
+    /// Seq of the trigger event.
+    pub trigger_seq: u64,
+    /// The trigger's kind.
+    pub trigger_kind: String,
+    /// Recorder time of the trigger (ns).
+    pub trigger_ts_ns: u64,
+    /// Start of the pre-roll window (ns).
+    pub preroll_start_ns: u64,
+    /// End of the post-roll window (ns, exclusive); a later trigger may extend it.
+    pub postroll_end_ns: u64,
+    /// Events written from the pre-roll ring.
+    pub preroll_events: u64,
+}
+
+/// A dictionary record: interned ids and their names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dictionary {
+    /// (id, name) pairs.
+    pub entries: Vec<(u32, String)>,
+}
+
+/// A record's content hash: unkeyed blake3 over `seq (u64 LE) ‖ ts_ns (u64 LE) ‖ record
+/// type (u16 LE) ‖ payload`. It identifies one record (an exported row can be traced
+/// back to it); it is not a chain link (see `docs/FORMAT.md`).
+pub fn record_hash(seq: u64, ts_ns: u64, record_type: u16, payload: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(&seq.to_le_bytes());
+    h.update(&ts_ns.to_le_bytes());
+    h.update(&record_type.to_le_bytes());
+    h.update(payload);
+    *h.finalize().as_bytes()
+}
+
+/// Decodes log records into typed [`Record`]s, folding the dictionary records it meets
+/// so that interned ids resolve to names.
+///
+/// A decoder must see the dictionary in force before the first record it decodes: feed
+/// it every record from the start of a segment that opens with a dictionary record (the
+/// recorder's segment preamble holds the whole dictionary), or from seq 0. [`Replay`]
+/// does this for any range.
+///
+/// [`Replay`]: crate::Replay
+#[derive(Debug, Default, Clone)]
+pub struct Decoder {
+    names: HashMap<u32, String>,
+}
+
+impl Decoder {
+    /// A decoder that knows no names yet.
+    pub fn new() -> Decoder {
+        Decoder::default()
+    }
+
+    /// Decodes one record. Dictionary records also extend the names the decoder knows.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Decode`] when the payload is not a valid record of its type, or names an
+    /// id that no dictionary record seen so far names, or a dictionary record gives a
+    /// known id another name.
+    pub fn decode(&mut self, record: &LogRecord) -> Result<Record> {
+        let seq = record.seq().0;
+        let ts_ns = record.ts_ns();
+        let tag = record.record_type();
+        let payload = record.payload();
+        let body = match RecordType::from_tag(tag) {
+            Some(t) => self.decode_body(t, seq, payload)?,
+            None => Body::Unknown {
+                record_type: tag.0,
+                payload: payload.to_vec(),
+            },
+        };
+        Ok(Record {
+            seq,
+            ts_ns,
+            hash: record_hash(seq, ts_ns, tag.0, payload),
+            body,
+        })
+    }
+
+    /// Folds a dictionary record into the names without decoding anything else; other
+    /// records are ignored. For skipping the records before a range's start.
+    ///
+    /// # Errors
+    ///
+    /// As [`Decoder::decode`], for dictionary records.
+    pub fn learn(&mut self, record: &LogRecord) -> Result<()> {
+        if record.record_type() == codec::DICTIONARY {
+            self.decode_body(RecordType::Dictionary, record.seq().0, record.payload())?;
+        }
+        Ok(())
+    }
+
+    /// The name of an interned id, if a dictionary record seen so far names it.
+    pub fn name(&self, id: u32) -> Option<&str> {
+        self.names.get(&id).map(String::as_str)
+    }
+
+    fn decode_body(&mut self, t: RecordType, seq: u64, payload: &[u8]) -> Result<Body> {
+        let fail = |reason: String| Error::Decode {
+            seq,
+            record_type: t.tag().0,
+            reason,
+        };
+        let body = match t {
+            RecordType::Event => {
+                let e = codec::access::<ArchivedEventRecord>(payload)
+                    .map_err(|e| fail(format!("not a valid event record: {e}")))?;
+                let tier = WrittenTier::from_u8(e.tier)
+                    .ok_or_else(|| fail(format!("unknown tier byte {}", e.tier)))?;
+                let encoding = Encoding::from_u8(e.encoding)
+                    .ok_or_else(|| fail(format!("unknown payload encoding byte {}", e.encoding)))?;
+                let bytes = e.payload.as_slice();
+                let payload = match encoding {
+                    Encoding::None => Payload::None,
+                    Encoding::Raw => Payload::Raw(bytes.to_vec()),
+                    Encoding::Json => match serde_json::from_slice(bytes) {
+                        Ok(v) => Payload::Json(v),
+                        Err(_) => Payload::Raw(bytes.to_vec()),
+                    },
+                };
+                let mut values = Vec::with_capacity(e.values.len());
+                for v in e.values.iter() {
+                    values.push((
+                        self.lookup(v.0.to_native(), "value name", seq, t)?,
+                        v.1.to_native(),
+                    ));
+                }
+                Body::Event(Event {
+                    kind: self.lookup(e.kind.to_native(), "kind", seq, t)?,
+                    source: match e.source.to_native() {
+                        0 => None,
+                        id => Some(self.lookup(id, "source", seq, t)?),
+                    },
+                    tier,
+                    weight: e.weight.to_native(),
+                    recorded_ns: e.recorded_ns.to_native(),
+                    event_time_ns: e.event_time_ns.as_ref().map(|v| v.to_native()),
+                    payload,
+                    values,
+                })
+            }
+            RecordType::Summary => {
+                let s = codec::access::<ArchivedSummaryRecord>(payload)
+                    .map_err(|e| fail(format!("not a valid summary record: {e}")))?;
+                let mut values = BTreeMap::new();
+                for v in s.values.iter() {
+                    let name = self.lookup(v.name.to_native(), "value name", seq, t)?;
+                    let count = v.count.to_native();
+                    let sum = v.sum.to_native();
+                    let summary = ValueSummary {
+                        count,
+                        min: v.min.to_native(),
+                        max: v.max.to_native(),
+                        mean: if count == 0 { 0.0 } else { sum / count as f64 },
+                        sum,
+                        last: v.last.to_native(),
+                    };
+                    if values.insert(name.clone(), summary).is_some() {
+                        return Err(fail(format!("value {name:?} appears twice")));
+                    }
+                }
+                Body::Summary(Summary {
+                    kind: self.lookup(s.kind.to_native(), "kind", seq, t)?,
+                    window_start_ns: s.window_start_ns.to_native(),
+                    window_end_ns: s.window_end_ns.to_native(),
+                    count: s.count.to_native(),
+                    values,
+                })
+            }
+            RecordType::Accounting => {
+                let a = codec::access::<ArchivedAccountingRecord>(payload)
+                    .map_err(|e| fail(format!("not a valid accounting record: {e}")))?;
+                let mut kinds = BTreeMap::new();
+                for e in a.kinds.iter() {
+                    let name = self.lookup(e.0.to_native(), "kind", seq, t)?;
+                    let c = &e.1;
+                    let counters = Counters {
+                        seen: c.seen.to_native(),
+                        kept: c.kept.to_native(),
+                        sampled_out: c.sampled_out.to_native(),
+                        summarized: c.summarized.to_native(),
+                        dropped: c.dropped.to_native(),
+                        overflow: c.overflow.to_native(),
+                        preroll: c.preroll.to_native(),
+                    };
+                    if kinds.insert(name.clone(), counters).is_some() {
+                        return Err(fail(format!("kind {name:?} appears twice")));
+                    }
+                }
+                Body::Accounting(Accounting { kinds })
+            }
+            RecordType::Checkpoint => {
+                let working = serde_json::from_slice(payload)
+                    .map_err(|e| fail(format!("a checkpoint is a JSON object: {e}")))?;
+                Body::Checkpoint(Checkpoint { working })
+            }
+            RecordType::Kb => {
+                let commit: serde_json::Value = serde_json::from_slice(payload)
+                    .map_err(|e| fail(format!("a knowledge-base commit is a JSON object: {e}")))?;
+                if !commit.is_object() {
+                    return Err(fail(
+                        "a knowledge-base commit is a JSON object, not another JSON value"
+                            .to_owned(),
+                    ));
+                }
+                Body::Kb(KbCommit { commit })
+            }
+            RecordType::Incident => {
+                let i = codec::access::<ArchivedIncidentRecord>(payload)
+                    .map_err(|e| fail(format!("not a valid incident record: {e}")))?;
+                Body::Incident(Incident {
+                    trigger_seq: i.trigger_seq.to_native(),
+                    trigger_kind: self.lookup(i.trigger_kind.to_native(), "kind", seq, t)?,
+                    trigger_ts_ns: i.trigger_ts_ns.to_native(),
+                    preroll_start_ns: i.preroll_start_ns.to_native(),
+                    postroll_end_ns: i.postroll_end_ns.to_native(),
+                    preroll_events: i.preroll_events.to_native(),
+                })
+            }
+            RecordType::Dictionary => {
+                let d = codec::access::<ArchivedDictionaryRecord>(payload)
+                    .map_err(|e| fail(format!("not a valid dictionary record: {e}")))?;
+                let entries: Vec<(u32, String)> = d
+                    .entries
+                    .iter()
+                    .map(|e| (e.0.to_native(), e.1.as_str().to_owned()))
+                    .collect();
+                for (id, name) in &entries {
+                    match self.names.get(id) {
+                        Some(old) if old != name => {
+                            return Err(fail(format!(
+                                "it renames id {id} from {old:?} to {name:?}"
+                            )));
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.names.insert(*id, name.clone());
+                        }
+                    }
+                }
+                Body::Dictionary(Dictionary { entries })
+            }
+        };
+        Ok(body)
+    }
+
+    fn lookup(&self, id: u32, what: &str, seq: u64, t: RecordType) -> Result<String> {
+        self.names.get(&id).cloned().ok_or_else(|| Error::Decode {
+            seq,
+            record_type: t.tag().0,
+            reason: format!("its {what} id {id} is named by no dictionary record before it"),
+        })
+    }
+}

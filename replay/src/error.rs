@@ -1,0 +1,136 @@
+//! Errors of replay.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A specialized `Result` for replay.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while reading, decoding or exporting a log, or parsing
+/// the arguments that select what to read.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The log directory does not exist (readers never create one).
+    NoSuchDir {
+        /// The directory that was named.
+        dir: PathBuf,
+    },
+    /// The log layer failed: not a log, damage (with segment, offset and seq), a key
+    /// problem, a digest mismatch, I/O.
+    Log(blackbox_log::Error),
+    /// A record read intact from the log cannot be decoded as the recorder's record of
+    /// its type.
+    Decode {
+        /// The record's seq.
+        seq: u64,
+        /// The record's type tag.
+        record_type: u16,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A time is neither RFC 3339 nor an integer count of nanoseconds since the epoch.
+    InvalidTime {
+        /// The text given.
+        input: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A duration such as `30s` does not parse.
+    InvalidDuration {
+        /// The text given.
+        input: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A size such as `64MiB` does not parse.
+    InvalidSize {
+        /// The text given.
+        input: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A kind glob does not compile.
+    InvalidGlob {
+        /// The glob given.
+        glob: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A record type name is not one of the recorder's.
+    InvalidRecordType {
+        /// The name given.
+        input: String,
+    },
+    /// A chain key file cannot be read or does not hold a key.
+    InvalidKey {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An operating-system call failed outside the log (an export file, a key file).
+    Io {
+        /// What was being done, e.g. `"write export file"`.
+        op: &'static str,
+        /// The file concerned.
+        path: PathBuf,
+        /// The error the operating system returned.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoSuchDir { dir } => {
+                write!(f, "log directory {} does not exist", dir.display())
+            }
+            Error::Log(e) => e.fmt(f),
+            Error::Decode {
+                seq,
+                record_type,
+                reason,
+            } => write!(
+                f,
+                "record at seq {seq} (type {record_type}) cannot be decoded: {reason}"
+            ),
+            Error::InvalidTime { input, reason } => {
+                write!(f, "invalid time {input:?}: {reason}")
+            }
+            Error::InvalidDuration { input, reason } => {
+                write!(f, "invalid duration {input:?}: {reason}")
+            }
+            Error::InvalidSize { input, reason } => write!(f, "invalid size {input:?}: {reason}"),
+            Error::InvalidGlob { glob, reason } => {
+                write!(f, "invalid kind glob {glob:?}: {reason}")
+            }
+            Error::InvalidRecordType { input } => write!(
+                f,
+                "unknown record type {input:?}: expected event, summary, accounting, checkpoint, kb, incident or dictionary"
+            ),
+            Error::InvalidKey { path, reason } => {
+                write!(f, "invalid key file {}: {reason}", path.display())
+            }
+            Error::Io { op, path, source } => {
+                write!(f, "cannot {op} {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Log(e) => Some(e),
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<blackbox_log::Error> for Error {
+    fn from(e: blackbox_log::Error) -> Self {
+        Error::Log(e)
+    }
+}

@@ -1,0 +1,176 @@
+//! Records as JSON: what `blackbox replay --json` prints, one object a line.
+
+use serde_json::{Map, Value, json};
+
+use crate::decode::{Body, Event, Payload, Record};
+use crate::time::format_time;
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    s
+}
+
+/// A record as a JSON object (DESIGN §8).
+///
+/// Every record has `seq`, `ts` (RFC 3339, UTC, nanoseconds), `ts_ns`, `type` and
+/// `hash` (the record's content hash in hex, [`record_hash`](crate::record_hash)).
+/// Then, by type:
+///
+/// - event: `kind`, `tier` (`full`, `sample`, `preroll`, `postroll`), `weight`,
+///   `source` (or null), `payload`, `encoding` (`json`, `raw`, `none`), `values`
+///   (`{name: number}`), `recorded_ns`, `event_time` and `event_time_ns` (or null). A
+///   JSON payload is the JSON value itself; a raw payload is a string of lowercase hex
+///   digits; no payload is null. A non-finite value is null.
+/// - summary: `kind`, `window_start`, `window_end` (RFC 3339), `window_start_ns`,
+///   `window_end_ns`, `count`, `values: {name: {min, max, mean, sum, last, count}}`.
+/// - accounting: `kinds: {kind: {seen, kept, sampled_out, summarized, dropped,
+///   overflow, preroll}}`.
+/// - checkpoint: `working: {key: value}`.
+/// - kb: `commit` (the commit object).
+/// - incident: `kind` and `trigger_kind` (the trigger's kind), `trigger_seq`,
+///   `trigger_ts`, `trigger_ts_ns`, `preroll_start`, `preroll_start_ns`,
+///   `postroll_end`, `postroll_end_ns`, `preroll_events`.
+/// - dictionary: `entries: {id: name}`.
+/// - a type the recorder does not write: `type` is `"unknown"`, with `record_type`
+///   (the tag) and `payload` in hex.
+pub fn to_json(record: &Record) -> Value {
+    let mut o = Map::new();
+    o.insert("seq".into(), record.seq.into());
+    o.insert("ts".into(), format_time(record.ts_ns).into());
+    o.insert("ts_ns".into(), record.ts_ns.into());
+    let type_name = record.record_type().map_or("unknown", |t| t.name());
+    o.insert("type".into(), type_name.into());
+    match &record.body {
+        Body::Event(e) => event_fields(&mut o, e),
+        Body::Summary(s) => {
+            o.insert("kind".into(), s.kind.clone().into());
+            o.insert("window_start".into(), format_time(s.window_start_ns).into());
+            o.insert("window_end".into(), format_time(s.window_end_ns).into());
+            o.insert("window_start_ns".into(), s.window_start_ns.into());
+            o.insert("window_end_ns".into(), s.window_end_ns.into());
+            o.insert("count".into(), s.count.into());
+            let values: Map<String, Value> = s
+                .values
+                .iter()
+                .map(|(name, v)| {
+                    (
+                        name.clone(),
+                        json!({
+                            "min": v.min,
+                            "max": v.max,
+                            "mean": v.mean,
+                            "sum": v.sum,
+                            "last": v.last,
+                            "count": v.count,
+                        }),
+                    )
+                })
+                .collect();
+            o.insert("values".into(), Value::Object(values));
+        }
+        Body::Accounting(a) => {
+            let kinds: Map<String, Value> = a
+                .kinds
+                .iter()
+                .map(|(kind, c)| (kind.clone(), counters_json(c)))
+                .collect();
+            o.insert("kinds".into(), Value::Object(kinds));
+        }
+        Body::Checkpoint(c) => {
+            o.insert("working".into(), Value::Object(c.working.clone()));
+        }
+        Body::Kb(k) => {
+            o.insert("commit".into(), k.commit.clone());
+        }
+        Body::Incident(i) => {
+            o.insert("kind".into(), i.trigger_kind.clone().into());
+            o.insert("trigger_kind".into(), i.trigger_kind.clone().into());
+            o.insert("trigger_seq".into(), i.trigger_seq.into());
+            o.insert("trigger_ts".into(), format_time(i.trigger_ts_ns).into());
+            o.insert("trigger_ts_ns".into(), i.trigger_ts_ns.into());
+            o.insert(
+                "preroll_start".into(),
+                format_time(i.preroll_start_ns).into(),
+            );
+            o.insert("preroll_start_ns".into(), i.preroll_start_ns.into());
+            o.insert("postroll_end".into(), format_time(i.postroll_end_ns).into());
+            o.insert("postroll_end_ns".into(), i.postroll_end_ns.into());
+            o.insert("preroll_events".into(), i.preroll_events.into());
+        }
+        Body::Dictionary(d) => {
+            let entries: Map<String, Value> = d
+                .entries
+                .iter()
+                .map(|(id, name)| (id.to_string(), name.clone().into()))
+                .collect();
+            o.insert("entries".into(), Value::Object(entries));
+        }
+        Body::Unknown {
+            record_type,
+            payload,
+        } => {
+            o.insert("record_type".into(), (*record_type).into());
+            o.insert("payload".into(), hex(payload).into());
+        }
+    }
+    o.insert("hash".into(), hex(&record.hash).into());
+    Value::Object(o)
+}
+
+/// A set of counters as `{seen, kept, sampled_out, summarized, dropped, overflow,
+/// preroll}`.
+pub(crate) fn counters_json(c: &blackbox::Counters) -> Value {
+    json!({
+        "seen": c.seen,
+        "kept": c.kept,
+        "sampled_out": c.sampled_out,
+        "summarized": c.summarized,
+        "dropped": c.dropped,
+        "overflow": c.overflow,
+        "preroll": c.preroll,
+    })
+}
+
+/// An event's payload as JSON: the value itself, hex for raw bytes, null for none.
+pub(crate) fn payload_json(p: &Payload) -> (Value, &'static str) {
+    match p {
+        Payload::None => (Value::Null, "none"),
+        Payload::Json(v) => (v.clone(), "json"),
+        Payload::Raw(b) => (hex(b).into(), "raw"),
+    }
+}
+
+fn event_fields(o: &mut Map<String, Value>, e: &Event) {
+    o.insert("kind".into(), e.kind.clone().into());
+    o.insert("tier".into(), e.tier.name().into());
+    o.insert("weight".into(), e.weight.into());
+    o.insert(
+        "source".into(),
+        e.source.clone().map_or(Value::Null, Value::from),
+    );
+    let (payload, encoding) = payload_json(&e.payload);
+    o.insert("payload".into(), payload);
+    o.insert("encoding".into(), encoding.into());
+    let values: Map<String, Value> = e
+        .values
+        .iter()
+        .map(|(name, v)| (name.clone(), Value::from(*v)))
+        .collect();
+    o.insert("values".into(), Value::Object(values));
+    o.insert("recorded_ns".into(), e.recorded_ns.into());
+    o.insert(
+        "event_time".into(),
+        e.event_time_ns
+            .map_or(Value::Null, |t| format_time(t).into()),
+    );
+    o.insert(
+        "event_time_ns".into(),
+        e.event_time_ns.map_or(Value::Null, Value::from),
+    );
+}

@@ -1,0 +1,132 @@
+//! The log's totals: records, segments, bytes, time span and per-kind counters.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use blackbox::log::ReaderOptions;
+use blackbox::{ChainKey, Counters, LogReader, Seq};
+use serde_json::{Map, Value, json};
+
+use crate::decode::{Body, RecordType};
+use crate::error::{Error, Result};
+use crate::json::counters_json;
+use crate::query::{Query, Replay, open_log_dir};
+use crate::time::format_time;
+
+/// What [`stats`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogStats {
+    /// Records in the log (seqs are dense from 0: the last seq + 1).
+    pub records: u64,
+    /// Segment files.
+    pub segments: usize,
+    /// Bytes of segment files.
+    pub bytes: u64,
+    /// Timestamp of the first record (ns).
+    pub first_ts_ns: Option<u64>,
+    /// Timestamp of the last record (ns).
+    pub last_ts_ns: Option<u64>,
+    /// The last record's seq.
+    pub last_seq: Option<u64>,
+    /// Seq of the last accounting record, whose totals `kinds` holds.
+    pub accounting_seq: Option<u64>,
+    /// Per-kind running totals since the log was created, from the last accounting
+    /// record (the recorder writes one every few seconds and on close; after a crash,
+    /// events of at most one interval are not counted yet).
+    pub kinds: BTreeMap<String, Counters>,
+}
+
+impl LogStats {
+    /// As `blackbox stats --json` prints it: `{"records", "segments", "bytes",
+    /// "first_ts", "last_ts", "kinds": {kind: counters}}`, plus `first_ts_ns`,
+    /// `last_ts_ns`, `last_seq` and `accounting_seq`.
+    pub fn to_json(&self) -> Value {
+        let kinds: Map<String, Value> = self
+            .kinds
+            .iter()
+            .map(|(k, c)| (k.clone(), counters_json(c)))
+            .collect();
+        json!({
+            "records": self.records,
+            "segments": self.segments,
+            "bytes": self.bytes,
+            "first_ts": self.first_ts_ns.map(format_time),
+            "last_ts": self.last_ts_ns.map(format_time),
+            "first_ts_ns": self.first_ts_ns,
+            "last_ts_ns": self.last_ts_ns,
+            "last_seq": self.last_seq,
+            "accounting_seq": self.accounting_seq,
+            "kinds": kinds,
+        })
+    }
+}
+
+/// Reads the log's totals without a full scan: the segment files' sizes, the first
+/// record, and the last segments back to the last accounting record (usually only the
+/// last segment).
+///
+/// # Errors
+///
+/// [`Error::NoSuchDir`], not a log, damage met in the segments read, a record that
+/// does not decode.
+pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
+    let dir = dir.as_ref();
+    let segments = open_log_dir(dir)?;
+    let mut bytes = 0;
+    for s in &segments {
+        bytes += std::fs::metadata(&s.path)
+            .map_err(|e| Error::Io {
+                op: "inspect segment",
+                path: s.path.clone(),
+                source: e,
+            })?
+            .len();
+    }
+    let reader = LogReader::open_with(dir, ReaderOptions { key: key.clone() })?;
+    let first_ts_ns = match reader.records(Seq(0)..=Seq(0))?.next() {
+        Some(r) => Some(r?.ts_ns()),
+        None => None,
+    };
+    let mut out = LogStats {
+        records: 0,
+        segments: segments.len(),
+        bytes,
+        first_ts_ns,
+        last_ts_ns: None,
+        last_seq: None,
+        accounting_seq: None,
+        kinds: BTreeMap::new(),
+    };
+    // Walk back from the last segment until both the last record and the last
+    // accounting record are found.
+    for i in (0..segments.len()).rev() {
+        let from = segments[i].first_seq;
+        let mut query = Query::new()
+            .from_seq(from)
+            .types([RecordType::Accounting])
+            .key(key.clone());
+        if let Some(next) = segments.get(i + 1) {
+            query = query.to_seq(next.first_seq.saturating_sub(1));
+        }
+        let mut replay = Replay::open(dir, &query)?;
+        let mut last_accounting = None;
+        for r in replay.by_ref() {
+            last_accounting = Some(r?);
+        }
+        if out.last_seq.is_none()
+            && let Some((seq, ts)) = replay.last_read()
+        {
+            out.last_seq = Some(seq);
+            out.last_ts_ns = Some(ts);
+            out.records = seq + 1;
+        }
+        if let Some(r) = last_accounting {
+            out.accounting_seq = Some(r.seq);
+            if let Body::Accounting(a) = r.body {
+                out.kinds = a.kinds;
+            }
+            break;
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,143 @@
+//! The command's argument formats: times, durations and sizes.
+
+use jiff::Timestamp;
+
+use crate::error::{Error, Result};
+
+/// Parses a time: RFC 3339 (`2026-11-30T12:00:00.5Z`, `2026-11-30T13:00:00+01:00`) or
+/// an integer count of nanoseconds since the Unix epoch (`1764504000000000000`).
+/// Returns nanoseconds since the epoch.
+///
+/// # Errors
+///
+/// [`Error::InvalidTime`] naming the text and why: not RFC 3339 (a date without a time
+/// or an offset is ambiguous and refused), before the epoch, or past what 64-bit
+/// nanoseconds hold (the year 2554).
+///
+/// ```
+/// use blackbox_replay::parse_time;
+/// assert_eq!(parse_time("1970-01-01T00:00:01Z").unwrap(), 1_000_000_000);
+/// assert_eq!(parse_time("42").unwrap(), 42);
+/// assert!(parse_time("yesterday").is_err());
+/// ```
+pub fn parse_time(text: &str) -> Result<u64> {
+    let invalid = |reason: String| Error::InvalidTime {
+        input: text.to_owned(),
+        reason,
+    };
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(invalid(
+            "empty: expected RFC 3339 (like 2026-11-30T12:00:00Z) or integer nanoseconds since the epoch".to_owned(),
+        ));
+    }
+    if trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return trimmed.parse::<u64>().map_err(|_| {
+            invalid("too large: integer nanoseconds since the epoch fit in 64 bits".to_owned())
+        });
+    }
+    let ts: Timestamp = trimmed.parse().map_err(|e: jiff::Error| {
+        invalid(format!(
+            "expected RFC 3339 with a time and an offset (like 2026-11-30T12:00:00Z) or integer nanoseconds since the epoch ({e})"
+        ))
+    })?;
+    let ns = ts.as_nanosecond();
+    if ns < 0 {
+        return Err(invalid("it is before the Unix epoch".to_owned()));
+    }
+    u64::try_from(ns).map_err(|_| invalid("it is after 2554, past 64-bit nanoseconds".to_owned()))
+}
+
+/// Formats nanoseconds since the epoch as RFC 3339 in UTC with nine fractional digits,
+/// e.g. `2026-11-30T12:00:00.500000000Z`.
+///
+/// ```
+/// use blackbox_replay::format_time;
+/// assert_eq!(format_time(1_500_000_000), "1970-01-01T00:00:01.500000000Z");
+/// ```
+pub fn format_time(ns: u64) -> String {
+    match Timestamp::from_nanosecond(i128::from(ns)) {
+        Ok(ts) => format!("{ts:.9}"),
+        // Unreachable for u64 nanoseconds (they end in 2554), kept total all the same.
+        Err(_) => ns.to_string(),
+    }
+}
+
+/// Parses a duration such as `30s`, `5m`, `100ms` or `1.5s` into nanoseconds, with the
+/// recorder's policy rules ([`blackbox::policy::parse_duration`]).
+///
+/// # Errors
+///
+/// [`Error::InvalidDuration`] naming the text and what was expected.
+pub fn parse_duration(text: &str) -> Result<u64> {
+    blackbox::policy::parse_duration(text).map_err(|reason| Error::InvalidDuration {
+        input: text.to_owned(),
+        reason,
+    })
+}
+
+/// Parses a size such as `64MiB`, `10MB` or `4096` into bytes, with the recorder's
+/// policy rules ([`blackbox::policy::parse_size`]).
+///
+/// # Errors
+///
+/// [`Error::InvalidSize`] naming the text and what was expected.
+pub fn parse_size(text: &str) -> Result<u64> {
+    blackbox::policy::parse_size(text).map_err(|reason| Error::InvalidSize {
+        input: text.to_owned(),
+        reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_at_nanosecond_precision() {
+        let ns = 1_764_504_000_123_456_789;
+        let text = format_time(ns);
+        assert_eq!(text, "2025-11-30T12:00:00.123456789Z");
+        assert_eq!(parse_time(&text).ok(), Some(ns));
+        assert_eq!(
+            parse_time("2025-11-30T13:00:00.123456789+01:00").ok(),
+            Some(ns)
+        );
+        assert_eq!(parse_time(&ns.to_string()).ok(), Some(ns));
+    }
+
+    #[test]
+    fn durations_and_sizes_use_the_policy_rules_and_name_the_text() {
+        assert_eq!(parse_duration("1.5s").ok(), Some(1_500_000_000));
+        assert_eq!(parse_size("64MiB").ok(), Some(64 << 20));
+        let err = parse_duration("5 minutes").err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.starts_with("invalid duration \"5 minutes\"")),
+            "{err:?}"
+        );
+        let err = parse_size("12XB").err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("\"12XB\"") && e.contains("unit")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn bad_times_are_refused_with_the_text() {
+        for bad in [
+            "",
+            "2025-11-30",
+            "1969-12-31T23:59:59Z",
+            "99999999999999999999",
+            "-5",
+        ] {
+            let err = parse_time(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("invalid time"), "{bad:?}: {err}");
+        }
+    }
+}
