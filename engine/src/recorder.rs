@@ -918,8 +918,9 @@ impl Writer {
     fn process(&mut self, batch: &mut Vec<Msg>) -> Result<bool> {
         let pending = self.shared.names.take_pending();
         if !pending.is_empty() {
-            let now = self.shared.clock.now_ns();
-            self.emit_dictionary(pending, now);
+            // Stamped with the last stamp, not the clock: the clock may already be past
+            // the batch's events, and every record after this one would take its stamp.
+            self.emit_dictionary(pending, self.last_stamp_ns);
             self.set_preamble(self.shared.names.all())?;
         }
         let mut syncs = Vec::new();

@@ -69,6 +69,8 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// The knowledge base failed (rebuilding its view from the log, or a read).
+    Kb(blackbox::kb::Error),
     /// An operating-system call failed outside the log (an export file, a key file).
     Io {
         /// What was being done, e.g. `"write export file"`.
@@ -112,6 +114,7 @@ impl fmt::Display for Error {
             Error::InvalidKey { path, reason } => {
                 write!(f, "invalid key file {}: {reason}", path.display())
             }
+            Error::Kb(e) => e.fmt(f),
             Error::Io { op, path, source } => {
                 write!(f, "cannot {op} {}: {source}", path.display())
             }
@@ -123,6 +126,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Log(e) => Some(e),
+            Error::Kb(e) => Some(e),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
@@ -132,5 +136,14 @@ impl std::error::Error for Error {
 impl From<blackbox_log::Error> for Error {
     fn from(e: blackbox_log::Error) -> Self {
         Error::Log(e)
+    }
+}
+
+impl From<blackbox::kb::Error> for Error {
+    fn from(e: blackbox::kb::Error) -> Self {
+        match e {
+            blackbox::kb::Error::Log(e) => Error::Log(e),
+            e => Error::Kb(e),
+        }
     }
 }

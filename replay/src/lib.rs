@@ -15,6 +15,9 @@
 //! - [`to_json`]: a record as the JSON object `blackbox replay --json` prints.
 //! - [`stats()`], [`export_jsonl`]: the log's totals, and the JSONL export with its
 //!   manifest.
+//! - [`state_at`]: time travel: the working memory of the last checkpoint, the
+//!   knowledge base and the accounting totals at any point in time; [`kb_view`]: the
+//!   knowledge base rebuilt from the log, for reading without the writer's lock.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
 //!   argument formats.
 //!
@@ -51,6 +54,7 @@ mod error;
 mod export;
 mod json;
 mod query;
+mod state;
 mod stats;
 mod time;
 
@@ -62,5 +66,6 @@ pub use error::{Error, Result};
 pub use export::{ExportManifest, export_jsonl};
 pub use json::{hex, to_json};
 pub use query::{Query, Replay, fold, open_log_dir, read_key_file};
+pub use state::{State, TempView, fact_json, kb_view, state_at};
 pub use stats::{LogStats, stats};
 pub use time::{format_time, parse_duration, parse_size, parse_time};

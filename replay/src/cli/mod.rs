@@ -13,10 +13,13 @@ use std::process::ExitCode;
 use blackbox_replay::Error;
 use clap::{Parser, Subcommand};
 
+mod demo;
 mod digest;
 mod export;
+mod kb;
 mod record;
 mod replay;
+mod state;
 mod stats;
 mod verify;
 
@@ -40,8 +43,14 @@ enum Command {
     Digest(digest::Args),
     /// Print the log's size, time span and per-kind totals.
     Stats(stats::Args),
+    /// The working memory, knowledge base and accounting totals at a point in time.
+    State(state::Args),
+    /// Read and revise the knowledge base: versioned facts with provenance.
+    Kb(kb::Args),
     /// Export events as JSON lines, with a manifest beside the file.
     Export(export::Args),
+    /// Record a simulated robot run with an incident into a new log, then review it.
+    Demo(demo::Args),
 }
 
 /// Runs the command line and maps every outcome to an exit code: 0 on success, 1 on a
@@ -57,7 +66,10 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Digest(args) => digest::run(args),
         Command::Stats(args) => stats::run(args),
+        Command::State(args) => state::run(args),
+        Command::Kb(args) => kb::run(args),
         Command::Export(args) => export::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -138,6 +150,12 @@ impl From<Error> for CliError {
     }
 }
 
+impl From<blackbox::kb::Error> for CliError {
+    fn from(e: blackbox::kb::Error) -> CliError {
+        CliError::from(Error::from(e))
+    }
+}
+
 impl From<blackbox::Error> for CliError {
     fn from(e: blackbox::Error) -> CliError {
         match e {
@@ -166,6 +184,9 @@ pub fn describe(e: &Error) -> String {
             format!("{e}: give a file holding the 32-byte key, raw or as 64 hex digits")
         }
         Error::Io { .. } => format!("{e}: check the path and its permissions"),
+        Error::Kb(blackbox::kb::Error::View { .. }) => {
+            format!("{e}; `blackbox kb rebuild` rebuilds it")
+        }
         _ => e.to_string(),
     }
 }

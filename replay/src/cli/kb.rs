@@ -1,0 +1,519 @@
+//! `blackbox kb`: the knowledge base from the command line.
+//!
+//! Writes (`put`, `refute`, `retract`, `revert`, `rebuild`) open the log as its writer,
+//! so they need the directory's writer lock, like `record`. Reads rebuild the knowledge
+//! base from the log's commit records in a temporary view: they take no lock and never
+//! touch the view a running recorder owns.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use blackbox::kb::{AsOf, Conditions, Fact, Provenance, Version};
+use blackbox::{Config, LogOptions, Recorder, Seq};
+use blackbox_replay::{TempView, fact_json, format_time, kb_view};
+use serde_json::{Value, json};
+
+use super::{CliError, DirArg, key_from, line, time_arg};
+
+/// Read and revise the knowledge base: versioned facts with provenance.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: KbCommand,
+}
+
+/// What every `kb` subcommand takes.
+#[derive(Debug, clap::Args)]
+struct Common {
+    #[command(flatten)]
+    dir: DirArg,
+    /// One JSON object a line.
+    #[arg(long)]
+    json: bool,
+    /// The chain key file of a keyed log.
+    #[arg(long, value_name = "K")]
+    key_file: Option<PathBuf>,
+}
+
+/// Who and why, for every write.
+#[derive(Debug, clap::Args)]
+struct Why {
+    /// Seqs of the log records that justify the write (at least one, each already in
+    /// the log).
+    #[arg(
+        long,
+        value_name = "SEQ[,SEQ...]",
+        value_delimiter = ',',
+        required = true
+    )]
+    evidence: Vec<u64>,
+    /// Who makes the write.
+    #[arg(long, value_name = "A", default_value = "blackbox")]
+    author: String,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum KbCommand {
+    /// Claim that KEY is VALUE_JSON -> {"version", "outcome"}.
+    Put {
+        /// The key.
+        key: String,
+        /// The value, as JSON (a string needs its quotes: '"left"').
+        value: String,
+        /// The claim's confidence, between 0 and 1.
+        #[arg(long, value_name = "C", default_value_t = 0.5)]
+        confidence: f64,
+        /// Where the fact holds, as a JSON object: '{"level": 1}'.
+        #[arg(long, value_name = "JSON")]
+        conditions: Option<String>,
+        /// Why.
+        #[arg(long, value_name = "M", default_value = "")]
+        message: String,
+        #[command(flatten)]
+        why: Why,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Record a counterexample: KEY is not VALUE_JSON.
+    Refute {
+        /// The key.
+        key: String,
+        /// The refuted value, as JSON.
+        value: String,
+        /// Why.
+        #[arg(long, value_name = "R")]
+        reason: String,
+        #[command(flatten)]
+        why: Why,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Withdraw KEY's fact (its history stays).
+    Retract {
+        /// The key.
+        key: String,
+        /// Why.
+        #[arg(long, value_name = "R")]
+        reason: String,
+        #[command(flatten)]
+        why: Why,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Print KEY's fact, now or as of a version or a time.
+    Get {
+        /// The key.
+        key: String,
+        /// The version to read as of.
+        #[arg(long, value_name = "VERSION", conflicts_with = "at")]
+        as_of: Option<Version>,
+        /// The time to read as of: RFC 3339 or integer ns.
+        #[arg(long, value_name = "T", value_parser = time_arg)]
+        at: Option<u64>,
+        /// A context as a JSON object: the fact is printed only if its conditions hold
+        /// there.
+        #[arg(long, value_name = "JSON")]
+        context: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// One line per version of KEY.
+    History {
+        /// The key.
+        key: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// One line per commit.
+    Log {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The facts that differ between two versions.
+    Diff {
+        /// The first version.
+        v1: Version,
+        /// The second version.
+        v2: Version,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Append a commit that restores VERSION's state.
+    Revert {
+        /// The version to restore.
+        version: Version,
+        /// Why.
+        #[arg(long, value_name = "R")]
+        reason: String,
+        #[command(flatten)]
+        why: Why,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The facts with open contradictions.
+    Contradictions {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The rejected facts: failed hypotheses, kept so they are not retried.
+    Rejected {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The facts (not rejected) whose conditions hold in a context.
+    Matching {
+        /// The context, as a JSON object: '{"level": 1}'.
+        #[arg(long, value_name = "JSON")]
+        context: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Drop the knowledge base's view (DIR/kb) and rebuild it from the log.
+    Rebuild {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// Runs `blackbox kb`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    match args.command {
+        KbCommand::Put {
+            key,
+            value,
+            confidence,
+            conditions,
+            message,
+            why,
+            common,
+        } => {
+            let value = parse_json("VALUE_JSON", &value)?;
+            let conditions = match conditions {
+                Some(text) => parse_object("--conditions", &text)?,
+                None => Conditions::new(),
+            };
+            let provenance = provenance(&why).message(message);
+            write(&common, |kb| {
+                kb.assert(&key, value, confidence, &conditions, provenance)
+            })
+        }
+        KbCommand::Refute {
+            key,
+            value,
+            reason,
+            why,
+            common,
+        } => {
+            let value = parse_json("VALUE_JSON", &value)?;
+            let provenance = provenance(&why).message(reason);
+            write(&common, |kb| kb.refute(&key, &value, provenance))
+        }
+        KbCommand::Retract {
+            key,
+            reason,
+            why,
+            common,
+        } => {
+            let provenance = provenance(&why).message(reason);
+            write(&common, |kb| kb.retract(&key, provenance))
+        }
+        KbCommand::Revert {
+            version,
+            reason,
+            why,
+            common,
+        } => {
+            let provenance = provenance(&why).message(reason);
+            write(&common, |kb| kb.revert_to(version, provenance))
+        }
+        KbCommand::Rebuild { common } => {
+            let recorder = open_writer(&common)?;
+            let n = recorder.kb()?.rebuild().map_err(blackbox::Error::from)?;
+            recorder.close()?;
+            let mut out = io::stdout().lock();
+            if common.json {
+                line(&mut out, json!({"rebuilt": true, "commits": n}))?;
+            } else {
+                line(
+                    &mut out,
+                    format!("rebuilt the knowledge base from the log: {n} commits"),
+                )?;
+            }
+            out.flush().map_err(super::stdout_error)
+        }
+        KbCommand::Get {
+            key,
+            as_of,
+            at,
+            context,
+            common,
+        } => {
+            let context = context
+                .map(|text| parse_object("--context", &text))
+                .transpose()?;
+            let view = read(&common)?;
+            let at = match (as_of, at) {
+                (Some(v), _) => AsOf::Version(v),
+                (None, Some(t)) => AsOf::Time(t),
+                (None, None) => AsOf::Version(view.version()?),
+            };
+            let fact = view.get_as_of(&key, at)?.ok_or_else(|| not_found(&key))?;
+            if let Some(context) = &context
+                && !fact.holds_in(context)
+            {
+                return Err(CliError::new(format!(
+                    "not found: the fact of {key:?} holds only where {} (not in the context given)",
+                    Value::from(
+                        fact.conditions
+                            .clone()
+                            .into_iter()
+                            .collect::<serde_json::Map<_, _>>()
+                    )
+                )));
+            }
+            let mut out = io::stdout().lock();
+            if common.json {
+                line(&mut out, fact_json(&fact))?;
+            } else {
+                line(&mut out, describe(&fact))?;
+            }
+            out.flush().map_err(super::stdout_error)
+        }
+        KbCommand::History { key, common } => {
+            let view = read(&common)?;
+            let history = view.history(&key)?;
+            if history.is_empty() {
+                return Err(not_found(&key));
+            }
+            let mut out = io::stdout().lock();
+            for (version, fact) in history {
+                let commit = view.commit(version)?;
+                let time = commit.as_ref().map(|c| c.time_ns);
+                let outcome = commit.as_ref().map(|c| c.record.outcome.name());
+                if common.json {
+                    line(
+                        &mut out,
+                        json!({
+                            "version": version,
+                            "time": time.map(format_time),
+                            "time_ns": time,
+                            "outcome": outcome,
+                            "fact": fact.as_ref().map(fact_json),
+                        }),
+                    )?;
+                } else {
+                    let state = fact
+                        .as_ref()
+                        .map_or_else(|| "(no fact)".to_owned(), describe);
+                    line(
+                        &mut out,
+                        format!(
+                            "v{version}  {}  {:<12} {state}",
+                            time.map(format_time).unwrap_or_default(),
+                            outcome.unwrap_or("")
+                        ),
+                    )?;
+                }
+            }
+            out.flush().map_err(super::stdout_error)
+        }
+        KbCommand::Log { common } => {
+            let view = read(&common)?;
+            let mut out = io::stdout().lock();
+            for commit in view.log(..)? {
+                if common.json {
+                    let mut v = serde_json::to_value(&commit).unwrap_or(Value::Null);
+                    if let Some(obj) = v.as_object_mut() {
+                        obj.insert("time".to_owned(), format_time(commit.time_ns).into());
+                    }
+                    line(&mut out, v)?;
+                } else {
+                    let r = &commit.record;
+                    let what = match &r.op {
+                        blackbox::kb::Op::Assert {
+                            key,
+                            value,
+                            confidence,
+                            ..
+                        } => {
+                            format!("assert {key} = {value} ({confidence})")
+                        }
+                        blackbox::kb::Op::Refute { key, value } => {
+                            format!("refute {key} = {value}")
+                        }
+                        blackbox::kb::Op::Retract { key } => format!("retract {key}"),
+                        blackbox::kb::Op::Revert { version } => format!("revert to v{version}"),
+                    };
+                    let evidence: Vec<String> = r.provenance.iter().map(u64::to_string).collect();
+                    line(
+                        &mut out,
+                        format!(
+                            "v{}  {}  seq {}  {}: {what} -> {}  evidence {}{}",
+                            r.version,
+                            format_time(commit.time_ns),
+                            commit.seq,
+                            r.author,
+                            r.outcome.name(),
+                            evidence.join(","),
+                            if r.message.is_empty() {
+                                String::new()
+                            } else {
+                                format!("  \"{}\"", r.message)
+                            }
+                        ),
+                    )?;
+                }
+            }
+            out.flush().map_err(super::stdout_error)
+        }
+        KbCommand::Diff { v1, v2, common } => {
+            let view = read(&common)?;
+            let mut out = io::stdout().lock();
+            for d in view.diff(v1, v2)? {
+                if common.json {
+                    line(
+                        &mut out,
+                        json!({
+                            "key": d.key,
+                            "before": d.before.as_ref().map(fact_json),
+                            "after": d.after.as_ref().map(fact_json),
+                        }),
+                    )?;
+                } else {
+                    let show = |f: &Option<Fact>| {
+                        f.as_ref().map_or_else(|| "(no fact)".to_owned(), describe)
+                    };
+                    line(
+                        &mut out,
+                        format!("{}: {}  ->  {}", d.key, show(&d.before), show(&d.after)),
+                    )?;
+                }
+            }
+            out.flush().map_err(super::stdout_error)
+        }
+        KbCommand::Contradictions { common } => {
+            let view = read(&common)?;
+            print_facts(&common, &view.contradictions()?)
+        }
+        KbCommand::Rejected { common } => {
+            let view = read(&common)?;
+            print_facts(&common, &view.rejected()?)
+        }
+        KbCommand::Matching { context, common } => {
+            let context = parse_object("--context", &context)?;
+            let view = read(&common)?;
+            print_facts(&common, &view.matching(&context)?)
+        }
+    }
+}
+
+fn provenance(why: &Why) -> Provenance {
+    Provenance::new(why.evidence.iter().map(|&s| Seq(s))).author(why.author.clone())
+}
+
+fn not_found(key: &str) -> CliError {
+    CliError::new(format!("not found: the key {key:?} has no fact"))
+}
+
+fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
+    serde_json::from_str(text).map_err(|e| {
+        CliError::new(format!(
+            "{what} is not JSON ({e}): quote strings as JSON, e.g. '\"left\"'"
+        ))
+    })
+}
+
+fn parse_object(what: &str, text: &str) -> Result<Conditions, CliError> {
+    match parse_json(what, text)? {
+        Value::Object(map) => Ok(map.into_iter().collect()),
+        other => Err(CliError::new(format!(
+            "{what} must be a JSON object such as '{{\"level\": 1}}', not {other}"
+        ))),
+    }
+}
+
+/// One line for a person.
+fn describe(fact: &Fact) -> String {
+    let mut s = format!(
+        "{} = {}  confidence {:.3}, {}, evidence {}, v{}",
+        fact.key,
+        fact.value,
+        fact.confidence,
+        fact.status.name(),
+        fact.evidence_count,
+        fact.updated
+    );
+    if !fact.conditions.is_empty() {
+        let c: serde_json::Map<String, Value> = fact.conditions.clone().into_iter().collect();
+        s.push_str(&format!(", where {}", Value::Object(c)));
+    }
+    for r in &fact.rivals {
+        s.push_str(&format!(
+            "; contradicted by {} (confidence {:.3}, evidence {})",
+            r.value, r.confidence, r.evidence_count
+        ));
+    }
+    s
+}
+
+fn print_facts(common: &Common, facts: &[Fact]) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    for fact in facts {
+        if common.json {
+            line(&mut out, fact_json(fact))?;
+        } else {
+            line(&mut out, describe(fact))?;
+        }
+    }
+    out.flush().map_err(super::stdout_error)
+}
+
+fn read(common: &Common) -> Result<TempView, CliError> {
+    let key = key_from(common.key_file.as_deref())?;
+    Ok(kb_view(&common.dir.dir, key)?)
+}
+
+/// Opens the log as its writer: only an existing log, never a new one.
+fn open_writer(common: &Common) -> Result<Recorder, CliError> {
+    let dir: &Path = &common.dir.dir;
+    blackbox_replay::open_log_dir(dir)?;
+    let log = LogOptions::new().key(key_from(common.key_file.as_deref())?);
+    Ok(Recorder::open(dir, Config::new().log_options(log))?)
+}
+
+fn write(
+    common: &Common,
+    op: impl FnOnce(&blackbox::KnowledgeBase) -> blackbox::kb::Result<blackbox::kb::Committed>,
+) -> Result<(), CliError> {
+    let recorder = open_writer(common)?;
+    let result = recorder
+        .kb()
+        .and_then(|kb| op(kb).map_err(blackbox::Error::from));
+    // Closed whatever happened: a refused write committed nothing, and what is in the
+    // log stays.
+    let closed = recorder.close();
+    let committed = result?;
+    closed?;
+    let mut out = io::stdout().lock();
+    if common.json {
+        line(
+            &mut out,
+            json!({
+                "version": committed.version,
+                "outcome": committed.outcome.name(),
+                "seq": committed.seq,
+            }),
+        )?;
+    } else {
+        line(
+            &mut out,
+            format!(
+                "version {}: {} (commit record at seq {})",
+                committed.version,
+                committed.outcome.name(),
+                committed.seq
+            ),
+        )?;
+    }
+    out.flush().map_err(super::stdout_error)
+}

@@ -1,0 +1,156 @@
+//! Time travel: the state of every layer at a point in time, rebuilt from the log.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use blackbox::Counters;
+use blackbox::kb::{AsOf, Fact, Version, View};
+use blackbox_log::ChainKey;
+use serde_json::{Map, Value};
+
+use crate::decode::{Body, RecordType};
+use crate::error::{Error, Result};
+use crate::query::{Query, Replay, open_log_dir};
+
+/// The state at a point in time: what `blackbox state --at T` prints.
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    /// The point in time, ns since the epoch.
+    pub at_ns: u64,
+    /// The working memory of the last checkpoint at or before `at_ns` (empty if none).
+    pub working: Map<String, Value>,
+    /// The seq of that checkpoint.
+    pub checkpoint_seq: Option<u64>,
+    /// The knowledge base as of `at_ns`: every key's fact after the last commit at or
+    /// before it.
+    pub kb: BTreeMap<String, Fact>,
+    /// The knowledge-base version as of `at_ns` (0: before any commit).
+    pub kb_version: Version,
+    /// Per-kind running totals of the last accounting record at or before `at_ns`.
+    pub kinds: BTreeMap<String, Counters>,
+    /// The seq of that accounting record.
+    pub accounting_seq: Option<u64>,
+}
+
+/// A knowledge-base view rebuilt from a log's commit records in a temporary directory,
+/// removed when dropped. Readers use it so that they never touch the view a running
+/// recorder owns (`DIR/kb/`), and need no writer lock.
+#[derive(Debug)]
+pub struct TempView {
+    view: View,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TempView {
+    type Target = View;
+
+    fn deref(&self) -> &View {
+        &self.view
+    }
+}
+
+/// Rebuilds the knowledge base of the log in `dir` into a temporary view.
+///
+/// # Errors
+///
+/// [`Error::NoSuchDir`], [`Error::Log`] (not a log, damage), [`Error::Kb`] (a commit
+/// record that does not decode), [`Error::Io`] (no temporary directory).
+pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
+    open_log_dir(dir)?;
+    let temp = tempfile::Builder::new()
+        .prefix("blackbox-kb-")
+        .tempdir()
+        .map_err(|source| Error::Io {
+            op: "create a temporary directory for the knowledge base in",
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let view = View::open(temp.path())?;
+    view.catch_up(dir, key, None)?;
+    Ok(TempView { view, _dir: temp })
+}
+
+/// The state of the log in `dir` at `at_ns`: the working memory of the last checkpoint
+/// at or before it, the knowledge base as of it, and the accounting totals up to it.
+///
+/// # Errors
+///
+/// As [`kb_view`] and [`Replay::open`].
+pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> {
+    let query = Query::new()
+        .until(at_ns)
+        .types([RecordType::Checkpoint, RecordType::Accounting])
+        .key(key.clone());
+    let mut state = State {
+        at_ns,
+        working: Map::new(),
+        checkpoint_seq: None,
+        kb: BTreeMap::new(),
+        kb_version: 0,
+        kinds: BTreeMap::new(),
+        accounting_seq: None,
+    };
+    for record in Replay::open(dir, &query)? {
+        let record = record?;
+        match record.body {
+            Body::Checkpoint(c) => {
+                state.working = c.working;
+                state.checkpoint_seq = Some(record.seq);
+            }
+            Body::Accounting(a) => {
+                state.kinds = a.kinds;
+                state.accounting_seq = Some(record.seq);
+            }
+            _ => {}
+        }
+    }
+    let view = kb_view(dir, key)?;
+    state.kb_version = view.resolve(AsOf::Time(at_ns))?;
+    state.kb = view.snapshot(AsOf::Version(state.kb_version))?;
+    Ok(state)
+}
+
+impl State {
+    /// The state as `blackbox state --json` prints it: `{"at", "working", "kb",
+    /// "kinds"}`, plus the seqs and version it was taken from.
+    pub fn to_json(&self) -> Value {
+        let kinds: Map<String, Value> = self
+            .kinds
+            .iter()
+            .map(|(k, c)| (k.clone(), crate::json::counters_json(c)))
+            .collect();
+        let kb: Map<String, Value> = self
+            .kb
+            .iter()
+            .map(|(k, f)| (k.clone(), fact_json(f)))
+            .collect();
+        serde_json::json!({
+            "at": crate::format_time(self.at_ns),
+            "at_ns": self.at_ns,
+            "working": self.working,
+            "checkpoint_seq": self.checkpoint_seq,
+            "kb": kb,
+            "kb_version": self.kb_version,
+            "kinds": kinds,
+            "accounting_seq": self.accounting_seq,
+        })
+    }
+}
+
+/// A fact as the command prints it: `{"key", "value", "confidence", "evidence_count",
+/// "status", "conditions", "provenance", "version", "created", "rivals"}`, where
+/// `version` is the version that last changed it.
+pub fn fact_json(fact: &Fact) -> Value {
+    serde_json::json!({
+        "key": fact.key,
+        "value": fact.value,
+        "confidence": fact.confidence,
+        "evidence_count": fact.evidence_count,
+        "status": fact.status.name(),
+        "conditions": fact.conditions,
+        "provenance": fact.provenance,
+        "version": fact.updated,
+        "created": fact.created,
+        "rivals": fact.rivals,
+    })
+}
