@@ -1284,8 +1284,9 @@ impl Writer {
     }
 
     /// Appends a knowledge-base commit after every record before it, once its evidence
-    /// is checked, and writes it to the operating system before answering: the view is
-    /// updated only after, so a killed process never leaves the view ahead of the log.
+    /// is checked, and writes it to the operating system (fdatasyncs it in `Sync` mode)
+    /// before answering: the view is updated only after, so a killed process never
+    /// leaves the view ahead of the log.
     /// The outer error is the writer's failure; the inner one refuses this commit only.
     fn kb_commit(
         &mut self,
@@ -1311,7 +1312,13 @@ impl Writer {
         self.emit_raw(codec::KB, now, payload);
         let time_ns = self.last_stamp_ns;
         let seq = self.flush_out()?.unwrap_or(Seq(0));
-        self.log.flush()?;
+        // In `Sync` mode an acknowledged commit survives a power cut, like a synced
+        // event; otherwise it is at least in the operating system's hands.
+        if self.durability == Durability::Sync {
+            self.log.sync()?;
+        } else {
+            self.log.flush()?;
+        }
         Ok(Ok(Appended {
             seq: seq.0,
             time_ns,

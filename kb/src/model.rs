@@ -163,7 +163,9 @@ pub enum Op {
     },
     /// Every key goes back to its state at `version`.
     Revert {
-        /// The version restored.
+        /// The version restored. Written as `target`: the op is flattened into the
+        /// commit record, whose own `version` field is the commit's.
+        #[serde(rename = "target")]
         version: Version,
     },
 }

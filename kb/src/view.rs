@@ -205,11 +205,7 @@ impl View {
                 None => batch.remove(&self.facts, change.key.as_bytes()),
             }
         }
-        batch.insert(
-            &self.commits,
-            be(version),
-            self.encode(commit)?,
-        );
+        batch.insert(&self.commits, be(version), self.encode(commit)?);
         let mut t = be(commit.time_ns).to_vec();
         t.extend_from_slice(&be(version));
         batch.insert(&self.times, t, []);

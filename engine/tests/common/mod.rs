@@ -88,6 +88,12 @@ pub enum Rec {
         ts_ns: u64,
         entries: Vec<(u32, String)>,
     },
+    /// A knowledge-base commit (JSON).
+    Kb {
+        seq: u64,
+        ts_ns: u64,
+        commit: serde_json::Value,
+    },
 }
 
 impl Rec {
@@ -98,7 +104,8 @@ impl Rec {
             | Rec::Accounting { seq, .. }
             | Rec::Checkpoint { seq, .. }
             | Rec::Incident { seq, .. }
-            | Rec::Dictionary { seq, .. } => *seq,
+            | Rec::Dictionary { seq, .. }
+            | Rec::Kb { seq, .. } => *seq,
         }
     }
 
@@ -109,7 +116,8 @@ impl Rec {
             | Rec::Accounting { ts_ns, .. }
             | Rec::Checkpoint { ts_ns, .. }
             | Rec::Incident { ts_ns, .. }
-            | Rec::Dictionary { ts_ns, .. } => *ts_ns,
+            | Rec::Dictionary { ts_ns, .. }
+            | Rec::Kb { ts_ns, .. } => *ts_ns,
         }
     }
 
@@ -264,6 +272,12 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                 seq,
                 ts_ns,
                 entries,
+            }
+        } else if t == codec::KB {
+            Rec::Kb {
+                seq,
+                ts_ns,
+                commit: serde_json::from_slice(payload).expect("a commit is a JSON object"),
             }
         } else {
             panic!("unknown record type {t:?} at seq {seq}");

@@ -1,0 +1,1749 @@
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+//! The knowledge base through the recorder, as a user relies on it:
+//!
+//! - a model-based property test: random asserts, refutes, retracts and reverts on a
+//!   manual clock, checked against an in-memory model built from the pure adjudication
+//!   functions, at every version, by version and by time, before and after a reopen;
+//! - the view is only a cache: its dump is identical after `rebuild()` and after its
+//!   directory is deleted;
+//! - SIGKILL at random moments loses no acknowledged commit, leaves a view equal to its
+//!   rebuild and a log that verifies;
+//! - adjudication cases with hand-computed numbers;
+//! - refused input: the right error, naming the field, nothing committed;
+//! - evidence is kept whatever the policy tier of its kind.
+//!
+//! Long runs:
+//!
+//! ```text
+//! PROPTEST_CASES=500 cargo test -p blackbox --release --test kb
+//! cargo test -p blackbox --release --test kb -- --ignored kill_loop_long
+//! ```
+
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "test indices and versions are small"
+)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use blackbox::kb::adjudicate::{self, Claim};
+use blackbox::kb::{
+    Change, CommitRecord, Committed, Error as KbError, KB_RECORD, KnowledgeBase, Op as KbOp,
+    Version, decode_commit,
+};
+use blackbox::policy::{Policy, Tier};
+use blackbox::{
+    AsOf, Clock, Conditions, Config, Durability, Event, Fact, LogReader, ManualClock, Outcome,
+    Provenance, Recorder, Seq, Status,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000_000_000;
+/// A realistic recorder time to start manual clocks at (2023-11-14, in ns).
+const T0: u64 = 1_700_000_000 * SEC;
+/// The half-life of the property tests: small, so that random clock steps decay facts
+/// from barely to almost entirely.
+const HALF_LIFE_NS: u64 = 10 * MS;
+
+/// A config on a manual clock with the given half-life, and no timed accounting records
+/// or checkpoints, so the log holds exactly what the test provokes.
+fn manual(clock: &ManualClock, half_life_ns: u64) -> Config {
+    Config::new()
+        .clock(Arc::new(clock.clone()))
+        .kb_half_life_ns(half_life_ns)
+        .accounting_interval_ns(u64::MAX)
+        .checkpoint_interval_ns(None)
+}
+
+fn obs(rec: &Recorder) -> Seq {
+    rec.record_evidence(&Event::new("obs.camera").json(r#"{"seen":true}"#))
+        .unwrap()
+}
+
+fn conds(pairs: &[(&str, Value)]) -> Conditions {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+fn close_to(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-12
+}
+
+// ---------------------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------------------
+
+const KEYS: [&str; 3] = ["door", "lamp", "cup.pos"];
+
+fn value_of(i: usize) -> Value {
+    match i {
+        0 => json!("open"),
+        1 => json!("closed"),
+        _ => json!({"x": 1.5}),
+    }
+}
+
+fn conditions_of(i: usize) -> Conditions {
+    match i {
+        0 => Conditions::new(),
+        1 => conds(&[("level", json!(1))]),
+        2 => conds(&[("level", json!(2))]),
+        _ => conds(&[("level", json!(1)), ("mode", json!("fast"))]),
+    }
+}
+
+/// The contexts `matching` is checked with.
+fn contexts() -> Vec<Conditions> {
+    vec![
+        Conditions::new(),
+        conds(&[("level", json!(1))]),
+        conds(&[("level", json!(2)), ("mode", json!("fast"))]),
+        conds(&[
+            ("level", json!(1)),
+            ("mode", json!("fast")),
+            ("x", json!(0)),
+        ]),
+    ]
+}
+
+/// One random operation.
+#[derive(Debug, Clone)]
+enum Action {
+    Assert {
+        key: usize,
+        value: usize,
+        confidence: f64,
+        conditions: usize,
+    },
+    Refute {
+        key: usize,
+        value: usize,
+    },
+    Retract {
+        key: usize,
+    },
+    /// Maps to a target version when run: mostly an existing one, sometimes 0 or one
+    /// past the latest.
+    Revert {
+        pick: u64,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Step {
+    advance_ns: u64,
+    action: Action,
+    /// Also cite the first evidence of the run (an older record).
+    older_evidence: bool,
+}
+
+fn confidence() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(0.0),
+        Just(1.0),
+        Just(adjudicate::CONFIRMED_AT),
+        Just(adjudicate::REJECTED_BELOW),
+        0.0..=1.0f64,
+    ]
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        5 => (0..KEYS.len(), 0..3usize, confidence(), 0..4usize).prop_map(
+            |(key, value, confidence, conditions)| Action::Assert {
+                key,
+                value,
+                confidence,
+                conditions
+            }
+        ),
+        2 => (0..KEYS.len(), 0..3usize).prop_map(|(key, value)| Action::Refute { key, value }),
+        1 => (0..KEYS.len()).prop_map(|key| Action::Retract { key }),
+        1 => (0..100u64).prop_map(|pick| Action::Revert { pick }),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    (
+        prop_oneof![2 => Just(0u64), 3 => 0..4 * HALF_LIFE_NS],
+        action(),
+        any::<bool>(),
+    )
+        .prop_map(|(advance_ns, action, older_evidence)| Step {
+            advance_ns,
+            action,
+            older_evidence,
+        })
+}
+
+/// What the model expects of an operation that is refused.
+#[derive(Debug, Clone, PartialEq)]
+enum Refusal {
+    NotFound { key: String },
+    NotClaimed { key: String, value: String },
+    UnknownVersion { version: Version, latest: Version },
+}
+
+impl Refusal {
+    fn matches(&self, e: &KbError) -> bool {
+        match (self, e) {
+            (Refusal::NotFound { key }, KbError::NotFound { key: k }) => key == k,
+            (Refusal::NotClaimed { key, value }, KbError::NotClaimed { key: k, value: v }) => {
+                key == k && value == v
+            }
+            (
+                Refusal::UnknownVersion { version, latest },
+                KbError::UnknownVersion {
+                    version: v,
+                    latest: l,
+                },
+            ) => version == v && latest == l,
+            _ => false,
+        }
+    }
+}
+
+/// The knowledge base as plain data: every version's state, commit time and changed keys.
+#[derive(Debug)]
+struct Model {
+    /// `states[v]`: every key's fact after version v (`states[0]` is empty).
+    states: Vec<BTreeMap<String, Fact>>,
+    /// `times[v]`: the commit time of version v (`times[0]` unused).
+    times: Vec<u64>,
+    /// `changed[v]`: the keys version v changed.
+    changed: Vec<BTreeSet<String>>,
+    /// Every evidence seq recorded, oldest first.
+    evidence: Vec<u64>,
+}
+
+impl Model {
+    fn new() -> Model {
+        Model {
+            states: vec![BTreeMap::new()],
+            times: vec![0],
+            changed: vec![BTreeSet::new()],
+            evidence: Vec::new(),
+        }
+    }
+
+    fn latest(&self) -> Version {
+        (self.states.len() - 1) as Version
+    }
+
+    fn current(&self) -> &BTreeMap<String, Fact> {
+        self.states.last().unwrap()
+    }
+
+    /// How old `fact`'s confidence is at `now`: since the commit that last changed it.
+    fn age(&self, fact: Option<&Fact>, now: u64) -> u64 {
+        fact.map_or(0, |f| now - self.times[f.updated as usize])
+    }
+
+    /// The version current at time `t`: the last commit at or before it.
+    fn version_at(&self, t: u64) -> Version {
+        (1..self.times.len())
+            .rev()
+            .find(|&v| self.times[v] <= t)
+            .unwrap_or(0) as Version
+    }
+
+    fn push(&mut self, time_ns: u64, changes: &[Change]) {
+        let mut state = self.current().clone();
+        let mut keys = BTreeSet::new();
+        for c in changes {
+            match &c.fact {
+                Some(f) => state.insert(c.key.clone(), f.clone()),
+                None => state.remove(&c.key),
+            };
+            keys.insert(c.key.clone());
+        }
+        self.states.push(state);
+        self.times.push(time_ns);
+        self.changed.push(keys);
+    }
+
+    /// The changes `revert_to(target)` makes at `version`: each key whose fact differs
+    /// from its fact at `target` gets that fact back (stamped `updated = version`), or
+    /// loses its fact if it had none then.
+    fn revert_changes(&self, target: Version, version: Version) -> Vec<Change> {
+        let then = &self.states[target as usize];
+        let now = self.current();
+        let keys: BTreeSet<&String> = then.keys().chain(now.keys()).collect();
+        let mut changes = Vec::new();
+        for key in keys {
+            match (then.get(key), now.get(key)) {
+                (Some(a), Some(b)) if a == b => {}
+                (Some(a), _) => {
+                    let mut fact = a.clone();
+                    fact.updated = version;
+                    changes.push(Change {
+                        key: key.clone(),
+                        fact: Some(fact),
+                    });
+                }
+                (None, _) => changes.push(Change {
+                    key: key.clone(),
+                    fact: None,
+                }),
+            }
+        }
+        changes
+    }
+}
+
+/// Runs one step on the recorder and the model, and checks the outcome, the commit
+/// record and (for a refusal) that nothing was written.
+fn run_step(rec: &Recorder, clock: &ManualClock, model: &mut Model, step: &Step, i: usize) {
+    clock.advance_ns(step.advance_ns);
+    let now = clock.now_ns();
+    let seq = obs(rec).0;
+    model.evidence.push(seq);
+    let mut evidence = vec![seq];
+    if step.older_evidence && model.evidence[0] != seq {
+        evidence.insert(0, model.evidence[0]);
+    }
+    let provenance = Provenance {
+        evidence: evidence.clone(),
+        author: "model".to_owned(),
+        message: format!("step {i}"),
+    };
+    let kb = rec.kb().unwrap();
+    let latest = model.latest();
+    let version = latest + 1;
+    let hl = HALF_LIFE_NS;
+
+    type Expected = Result<(KbOp, Outcome, Vec<Change>), Refusal>;
+    let (expected, got): (Expected, _) = match step.action {
+        Action::Assert {
+            key,
+            value,
+            confidence,
+            conditions,
+        } => {
+            let (key, value, conditions) = (KEYS[key], value_of(value), conditions_of(conditions));
+            let current = model.current().get(key);
+            let claim = Claim {
+                key,
+                value: &value,
+                confidence,
+                conditions: &conditions,
+                evidence: &evidence,
+            };
+            let (outcome, fact) =
+                adjudicate::assert(current, model.age(current, now), hl, &claim, version);
+            let op = KbOp::Assert {
+                key: key.to_owned(),
+                value: value.clone(),
+                confidence,
+                conditions: conditions.clone(),
+            };
+            let change = Change {
+                key: key.to_owned(),
+                fact: Some(fact),
+            };
+            let got = kb.assert(key, value, confidence, &conditions, provenance);
+            (Ok((op, outcome, vec![change])), got)
+        }
+        Action::Refute { key, value } => {
+            let (key, value) = (KEYS[key], value_of(value));
+            let current = model.current().get(key);
+            let age = model.age(current, now);
+            let expected =
+                match adjudicate::refute(current, age, hl, key, &value, &evidence, version) {
+                    Some((outcome, fact)) => {
+                        let op = KbOp::Refute {
+                            key: key.to_owned(),
+                            value: value.clone(),
+                        };
+                        let change = Change {
+                            key: key.to_owned(),
+                            fact: Some(fact),
+                        };
+                        Ok((op, outcome, vec![change]))
+                    }
+                    None => Err(Refusal::NotClaimed {
+                        key: key.to_owned(),
+                        value: value.to_string(),
+                    }),
+                };
+            (expected, kb.refute(key, &value, provenance))
+        }
+        Action::Retract { key } => {
+            let key = KEYS[key];
+            let expected = if model.current().contains_key(key) {
+                let op = KbOp::Retract {
+                    key: key.to_owned(),
+                };
+                let change = Change {
+                    key: key.to_owned(),
+                    fact: None,
+                };
+                Ok((op, Outcome::Retracted, vec![change]))
+            } else {
+                Err(Refusal::NotFound {
+                    key: key.to_owned(),
+                })
+            };
+            (expected, kb.retract(key, provenance))
+        }
+        Action::Revert { pick } => {
+            let target = match pick {
+                0..8 => 0,
+                8..16 => latest + 1 + (pick - 8),
+                _ if latest == 0 => 0,
+                _ => 1 + pick % latest,
+            };
+            let expected = if target == 0 || target > latest {
+                Err(Refusal::UnknownVersion {
+                    version: target,
+                    latest,
+                })
+            } else {
+                let op = KbOp::Revert { version: target };
+                Ok((op, Outcome::Reverted, model.revert_changes(target, version)))
+            };
+            (expected, kb.revert_to(target, provenance))
+        }
+    };
+    match expected {
+        Ok((op, outcome, changes)) => {
+            let c = got.unwrap_or_else(|e| panic!("step {i}: {step:?} refused: {e}"));
+            assert_eq!(
+                (c.version, c.outcome),
+                (version, outcome),
+                "step {i}: {step:?}"
+            );
+            let commit = kb.log(version..=version).unwrap().pop().unwrap();
+            assert_eq!(commit.seq, c.seq, "step {i}: the commit's seq");
+            assert_eq!(commit.time_ns, now, "step {i}: the commit's time");
+            let record = CommitRecord {
+                version,
+                author: "model".to_owned(),
+                message: format!("step {i}"),
+                provenance: evidence,
+                op,
+                outcome,
+                changes,
+            };
+            assert_eq!(commit.record, record, "step {i}: {step:?}");
+            model.push(now, &record.changes);
+        }
+        Err(refusal) => {
+            let e = match got {
+                Ok(c) => panic!("step {i}: {step:?} committed {c:?}, expected {refusal:?}"),
+                Err(e) => e,
+            };
+            assert!(refusal.matches(&e), "step {i}: {e:?}, expected {refusal:?}");
+            assert_eq!(
+                kb.version().unwrap(),
+                latest,
+                "step {i}: a refusal moved the version"
+            );
+            assert_eq!(
+                rec.sync().unwrap(),
+                Some(Seq(seq)),
+                "step {i}: a refusal wrote to the log"
+            );
+        }
+    }
+}
+
+/// Every read of the knowledge base agrees with the model: at every version, by version
+/// and by time, per key and as a snapshot; histories, the commit log and the current
+/// derived queries.
+fn check_model(kb: &KnowledgeBase, model: &Model) {
+    let latest = model.latest();
+    assert_eq!(kb.version().unwrap(), latest);
+    for v in 0..=latest {
+        let want = &model.states[v as usize];
+        assert_eq!(
+            &kb.snapshot(AsOf::Version(v)).unwrap(),
+            want,
+            "snapshot at version {v}"
+        );
+        for key in KEYS {
+            assert_eq!(
+                kb.get_as_of(key, AsOf::Version(v)).unwrap().as_ref(),
+                want.get(key),
+                "{key} as of version {v}"
+            );
+        }
+    }
+    assert!(matches!(
+        kb.snapshot(AsOf::Version(latest + 1)),
+        Err(KbError::UnknownVersion { version, latest: l }) if version == latest + 1 && l == latest
+    ));
+    for v in 1..=latest {
+        let t = model.times[v as usize];
+        for probe in [t - 1, t, t + 1] {
+            let at = model.version_at(probe);
+            assert_eq!(
+                kb.snapshot(AsOf::Time(probe)).unwrap(),
+                model.states[at as usize],
+                "snapshot at time {probe} (version {at})"
+            );
+            for key in KEYS {
+                assert_eq!(
+                    kb.get_as_of(key, AsOf::Time(probe)).unwrap().as_ref(),
+                    model.states[at as usize].get(key),
+                    "{key} at time {probe} (version {at})"
+                );
+            }
+        }
+    }
+    for key in KEYS {
+        let want: Vec<(Version, Option<Fact>)> = (1..=latest)
+            .filter(|&v| model.changed[v as usize].contains(key))
+            .map(|v| (v, model.states[v as usize].get(key).cloned()))
+            .collect();
+        assert_eq!(kb.history(key).unwrap(), want, "history of {key}");
+        assert_eq!(kb.get(key).unwrap().as_ref(), model.current().get(key));
+    }
+    let log = kb.log(..).unwrap();
+    assert_eq!(
+        log.iter()
+            .map(|c| (c.record.version, c.time_ns))
+            .collect::<Vec<_>>(),
+        (1..=latest)
+            .map(|v| (v, model.times[v as usize]))
+            .collect::<Vec<_>>(),
+        "the commit log"
+    );
+    let current: Vec<&Fact> = model.current().values().collect();
+    assert_eq!(
+        kb.contradictions().unwrap().iter().collect::<Vec<_>>(),
+        current
+            .iter()
+            .copied()
+            .filter(|f| !f.rivals.is_empty())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        kb.rejected().unwrap().iter().collect::<Vec<_>>(),
+        current
+            .iter()
+            .copied()
+            .filter(|f| f.status == Status::Rejected)
+            .collect::<Vec<_>>()
+    );
+    for ctx in contexts() {
+        assert_eq!(
+            kb.matching(&ctx).unwrap().iter().collect::<Vec<_>>(),
+            current
+                .iter()
+                .copied()
+                .filter(|f| f.status != Status::Rejected && f.holds_in(&ctx))
+                .collect::<Vec<_>>(),
+            "matching {ctx:?}"
+        );
+    }
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+proptest! {
+    // 12 cases in CI; `PROPTEST_CASES=500 cargo test -p blackbox --release --test kb` for
+    // a long run.
+    #![proptest_config(ProptestConfig {
+        cases: cases(12),
+        ..ProptestConfig::default()
+    })]
+
+    /// Guards "adjudication, not last-writer-wins, and history is never erased": after any
+    /// sequence of asserts, refutes, retracts and reverts on a moving clock, every read at
+    /// every version and every commit time is what the pure adjudication rule and the
+    /// revert rule give, refusals commit nothing, and all of it survives a reopen (the
+    /// second half of the steps runs on the reopened recorder).
+    #[test]
+    fn kb_matches_the_model(steps in prop::collection::vec(step(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let mut model = Model::new();
+        let half = steps.len() / 2;
+        let rec = Recorder::open(dir.path(), manual(&clock, HALF_LIFE_NS)).unwrap();
+        for (i, s) in steps[..half].iter().enumerate() {
+            run_step(&rec, &clock, &mut model, s, i);
+        }
+        check_model(rec.kb().unwrap(), &model);
+        rec.close().unwrap();
+        drop(rec);
+
+        clock.advance_ns(HALF_LIFE_NS / 3);
+        let rec = Recorder::open(dir.path(), manual(&clock, HALF_LIFE_NS)).unwrap();
+        check_model(rec.kb().unwrap(), &model);
+        for (i, s) in steps.iter().enumerate().skip(half) {
+            run_step(&rec, &clock, &mut model, s, i);
+        }
+        check_model(rec.kb().unwrap(), &model);
+        rec.close().unwrap();
+        drop(rec);
+
+        let rec = Recorder::open(dir.path(), manual(&clock, HALF_LIFE_NS)).unwrap();
+        check_model(rec.kb().unwrap(), &model);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The view is a cache of the log
+// ---------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases(6),
+        ..ProptestConfig::default()
+    })]
+
+    /// Guards "losing the fjall directory loses nothing": after any workload, the view's
+    /// every entry is identical after `rebuild()`, and after its directory is deleted
+    /// while the recorder is closed.
+    #[test]
+    fn rebuild_gives_an_identical_view(steps in prop::collection::vec(step(), 1..30)) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let mut model = Model::new();
+        let rec = Recorder::open(dir.path(), manual(&clock, HALF_LIFE_NS)).unwrap();
+        let first = Step {
+            advance_ns: 0,
+            action: Action::Assert { key: 0, value: 0, confidence: 0.5, conditions: 1 },
+            older_evidence: false,
+        };
+        run_step(&rec, &clock, &mut model, &first, 0);
+        for (i, s) in steps.iter().enumerate() {
+            run_step(&rec, &clock, &mut model, s, i + 1);
+        }
+        let kb = rec.kb().unwrap();
+        let before = kb.view().dump().unwrap();
+        let commits = usize::try_from(model.latest()).unwrap();
+        prop_assert!(before.iter().filter(|e| e.0 == "commits").count() == commits);
+        prop_assert_eq!(kb.rebuild().unwrap(), commits);
+        prop_assert!(kb.view().dump().unwrap() == before, "the view differs after rebuild()");
+        check_model(kb, &model);
+        rec.close().unwrap();
+        drop(rec);
+
+        std::fs::remove_dir_all(dir.path().join("kb")).unwrap();
+        let rec = Recorder::open(dir.path(), manual(&clock, HALF_LIFE_NS)).unwrap();
+        let kb = rec.kb().unwrap();
+        prop_assert!(
+            kb.view().dump().unwrap() == before,
+            "the view rebuilt from the log after its directory was deleted differs"
+        );
+        check_model(kb, &model);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// SIGKILL
+// ---------------------------------------------------------------------------------------
+
+/// Set in the child's environment: the recorder directory.
+const CHILD_DIR_ENV: &str = "BLACKBOX_KB_KILL_CHILD_DIR";
+/// Set in the child's environment: the seed of its operations.
+const CHILD_SEED_ENV: &str = "BLACKBOX_KB_KILL_CHILD_SEED";
+/// Set in the child's environment: `sync` for `Durability::Sync`.
+const CHILD_DURABILITY_ENV: &str = "BLACKBOX_KB_KILL_CHILD_DURABILITY";
+/// Set in the child's environment: exit right after this many acknowledgements.
+const CHILD_EXIT_ENV: &str = "BLACKBOX_KB_KILL_CHILD_EXIT_AFTER";
+/// The child's exit code when it ends itself after an acknowledgement.
+const EXIT_AFTER_ACK: i32 = 42;
+const ITERATIONS_ENV: &str = "BLACKBOX_KB_KILL_ITERATIONS";
+const SEED_ENV: &str = "BLACKBOX_KB_KILL_SEED";
+const DEFAULT_ITERATIONS: u64 = 5;
+const LONG_ITERATIONS: u64 = 200;
+const DEFAULT_SEED: u64 = 0x00C0_FFEE_0B1A_CB0C;
+const SIGKILL: i32 = 9;
+/// The child gives up if it has not been killed by then.
+const CHILD_DEADLINE: Duration = Duration::from_secs(60);
+
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// The child: commits forever until SIGKILL, printing `ACK <version> <seq>` after each
+/// acknowledged commit. Ignored: only `kill_loop` runs it, in a child process.
+#[test]
+#[ignore = "the child process of kill_loop, run by it"]
+fn kill_child() {
+    let Some(dir) = std::env::var_os(CHILD_DIR_ENV) else {
+        return;
+    };
+    let seed: u64 = std::env::var(CHILD_SEED_ENV).unwrap().parse().unwrap();
+    let sync = std::env::var(CHILD_DURABILITY_ENV).is_ok_and(|d| d == "sync");
+    let exit_after: Option<u64> = std::env::var(CHILD_EXIT_ENV)
+        .ok()
+        .map(|n| n.parse().unwrap());
+    let mut acked = 0;
+    let mut rng = SplitMix64(seed);
+    let started = Instant::now();
+    let config = if sync {
+        Config::new().durability(Durability::Sync)
+    } else {
+        Config::new()
+    };
+    let mut out = std::io::stdout().lock();
+    let mut say = |line: String| {
+        // A closed pipe means the parent is gone: stop rather than commit forever.
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            std::process::exit(3);
+        }
+    };
+    let rec = Recorder::open(&dir, config).unwrap();
+    let kb = rec.kb().unwrap();
+    say(format!("START {}", kb.version().unwrap()));
+    loop {
+        assert!(
+            started.elapsed() < CHILD_DEADLINE,
+            "the child was never killed"
+        );
+        let seq = obs(&rec);
+        let key = KEYS[rng.below(KEYS.len() as u64) as usize];
+        let value = value_of(rng.below(3) as usize);
+        let latest = kb.version().unwrap();
+        let provenance = Provenance::new([seq]).author("kill child");
+        let c = match rng.below(10) {
+            7 | 8 if kb.get(key).unwrap().is_some() => {
+                let current = kb.get(key).unwrap().unwrap().value;
+                kb.refute(key, &current, provenance.message("refuted"))
+            }
+            9 if latest > 0 => {
+                let target = 1 + rng.below(latest);
+                kb.revert_to(target, provenance.message("back"))
+            }
+            _ => {
+                let confidence = rng.below(1001) as f64 / 1000.0;
+                let conditions = conditions_of(rng.below(4) as usize);
+                kb.assert(key, value, confidence, &conditions, provenance)
+            }
+        }
+        .unwrap();
+        say(format!("ACK {} {}", c.version, c.seq));
+        acked += 1;
+        if exit_after == Some(acked) {
+            // Ends at once, as a kill would: no destructor runs, nothing the process
+            // still holds in memory is written.
+            std::process::exit(EXIT_AFTER_ACK);
+        }
+    }
+}
+
+/// Kills the child if the parent fails while it runs.
+struct ChildGuard(Option<Child>);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// On a failure, says where and keeps the directory for inspection.
+struct FailureContext {
+    dir: Option<tempfile::TempDir>,
+    what: String,
+}
+
+impl Drop for FailureContext {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            let kept = self.dir.take().map(tempfile::TempDir::keep);
+            eprintln!(
+                "kill test failed at {}; directory kept at {kept:?}",
+                self.what
+            );
+        }
+    }
+}
+
+/// Forwards the child's stdout lines, as they come, and collects them.
+fn read_lines(
+    pipe: impl Read + Send + 'static,
+) -> (mpsc::Receiver<String>, thread::JoinHandle<Vec<String>>) {
+    let (tx, rx) = mpsc::channel();
+    let handle = thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(pipe)
+            .lines()
+            .map_while(std::result::Result::ok)
+        {
+            let _ = tx.send(line.clone());
+            lines.push(line);
+        }
+        lines
+    });
+    (rx, handle)
+}
+
+fn read_all(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+/// `(start version, [(version, seq)])` from what the child printed.
+fn parse_child(lines: &[String]) -> (Option<u64>, Vec<(u64, u64)>) {
+    let mut start = None;
+    let mut acks = Vec::new();
+    for line in lines {
+        // The harness may print `test kill_child ... ` before the first line.
+        let mut words = line.split_whitespace();
+        while let Some(word) = words.next() {
+            match word {
+                "START" => start = Some(words.next().unwrap().parse().unwrap()),
+                "ACK" => {
+                    let v = words.next().unwrap().parse().unwrap();
+                    let s = words.next().unwrap().parse().unwrap();
+                    acks.push((v, s));
+                }
+                _ => {}
+            }
+        }
+    }
+    (start, acks)
+}
+
+/// The knowledge-base commits the log holds, in log order: (version, seq).
+fn log_commits(dir: &Path) -> Vec<(u64, u64)> {
+    let reader = LogReader::open(dir).unwrap();
+    let mut out = Vec::new();
+    for r in reader.records(Seq(0)..).unwrap() {
+        let r = r.unwrap();
+        if r.record_type() == KB_RECORD {
+            let c = decode_commit(r.seq(), r.ts_ns(), r.payload()).unwrap();
+            out.push((c.record.version, c.seq));
+        }
+    }
+    out
+}
+
+fn run_kill_loop(iterations: u64) {
+    let base_seed = std::env::var(SEED_ENV).map_or(DEFAULT_SEED, |s| s.parse().unwrap());
+    let exe = std::env::current_exe().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("blackbox-kb-kill")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("rec");
+    let mut ctx = FailureContext {
+        dir: Some(tmp),
+        what: String::new(),
+    };
+    let started = Instant::now();
+    let mut versions = 0u64;
+    let mut acks_total = 0u64;
+    let mut behind_runs = 0u64;
+    let mut prev_digest = None;
+    for i in 0..iterations {
+        let seed = SplitMix64(base_seed ^ i.wrapping_mul(0xA076_1D64_78BD_642F)).next_u64();
+        ctx.what = format!(
+            "iteration {i} (seed {seed:#018x}; rerun with {SEED_ENV}={base_seed}), dir {}",
+            dir.display()
+        );
+        let mut rng = SplitMix64(seed);
+        let sync = i % 2 == 0;
+        // A third of the deaths land anywhere from the start (in the child's open and
+        // catch-up too), a third once the child is committing, a third right after an
+        // acknowledgement (the child ends itself: what was acknowledged must already be
+        // out of the process).
+        let mode = i % 3;
+        let delay = Duration::from_millis(match mode {
+            0 => 5 + rng.below(400),
+            _ => rng.below(80),
+        });
+        let exit_after = 1 + rng.below(30);
+        let mut command = Command::new(&exe);
+        command
+            .args([
+                "kill_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DIR_ENV, &dir)
+            .env(CHILD_SEED_ENV, rng.next_u64().to_string())
+            .env(CHILD_DURABILITY_ENV, if sync { "sync" } else { "flush" })
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if mode == 2 {
+            command.env(CHILD_EXIT_ENV, exit_after.to_string());
+        }
+        let mut child = command.spawn().unwrap();
+        let (live, stdout) = read_lines(child.stdout.take().unwrap());
+        let stderr = read_all(child.stderr.take().unwrap());
+        let mut guard = ChildGuard(Some(child));
+        if mode == 1 {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while let Ok(line) =
+                live.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                if line.contains("START") {
+                    break;
+                }
+            }
+        }
+        let mut child = guard.0.take().unwrap();
+        if mode != 2 {
+            thread::sleep(delay);
+            child.kill().unwrap();
+        }
+        let status = child.wait().unwrap();
+        let lines = stdout.join().unwrap();
+        let errors = stderr.join().unwrap();
+        let (want, died) = if mode == 2 {
+            (
+                status.code() == Some(EXIT_AFTER_ACK),
+                "ended itself after an acknowledgement",
+            )
+        } else {
+            (status.signal() == Some(SIGKILL), "was killed")
+        };
+        assert!(
+            want,
+            "the child did not die as planned (it should have {died}; {status}); stdout:\n{}\nstderr:\n{errors}",
+            lines.join("\n")
+        );
+        let (start, acks) = parse_child(&lines);
+        if let Some(start) = start {
+            assert_eq!(
+                start, versions,
+                "the child's knowledge base did not start where the last one ended"
+            );
+        }
+        // The child is the only writer: its acknowledged versions follow each other.
+        for (n, &(v, _)) in acks.iter().enumerate() {
+            assert_eq!(
+                v,
+                versions + 1 + n as u64,
+                "acknowledged versions are not dense"
+            );
+        }
+        acks_total += acks.len() as u64;
+
+        // How far behind the log the killed view was (it catches up on open).
+        let view_version = {
+            let view = blackbox::kb::View::open(dir.join("kb")).unwrap();
+            view.version().unwrap()
+        };
+
+        let rec = Recorder::open(&dir, Config::new())
+            .unwrap_or_else(|e| panic!("reopen after SIGKILL failed: {e}"));
+        let kb = rec.kb().unwrap();
+        let n = kb.version().unwrap();
+        assert!(n >= versions, "versions lost: {n} after {versions}");
+        if let Some(&(last, _)) = acks.last() {
+            assert!(
+                n >= last,
+                "acknowledged version {last} lost: the knowledge base ends at {n}"
+            );
+        }
+        assert!(view_version <= n, "the view was ahead of the log");
+        if view_version < n {
+            behind_runs += 1;
+        }
+        let log = kb.log(..).unwrap();
+        assert_eq!(
+            log.iter().map(|c| c.record.version).collect::<Vec<_>>(),
+            (1..=n).collect::<Vec<_>>(),
+            "the view's versions are not dense"
+        );
+        for &(v, seq) in &acks {
+            assert_eq!(
+                log[(v - 1) as usize].seq,
+                seq,
+                "acknowledged version {v} is not the commit at seq {seq}"
+            );
+        }
+        assert_eq!(
+            log_commits(&dir),
+            log.iter()
+                .map(|c| (c.record.version, c.seq))
+                .collect::<Vec<_>>(),
+            "the log's commit records are not versions 1..={n} with the view's seqs"
+        );
+        let dump = kb.view().dump().unwrap();
+        assert_eq!(kb.rebuild().unwrap(), usize::try_from(n).unwrap());
+        assert!(
+            kb.view().dump().unwrap() == dump,
+            "the caught-up view differs from its rebuild"
+        );
+        rec.close().unwrap();
+        drop(rec);
+        let report = blackbox::log::verify(&dir, None, prev_digest.as_ref())
+            .unwrap_or_else(|e| panic!("verify after SIGKILL failed: {e}"));
+        assert_eq!(report.torn_tail, None);
+        assert_eq!(report.digest_matched, prev_digest.is_some());
+        prev_digest = report.last;
+        versions = n;
+    }
+    println!(
+        "{iterations} deaths (2 in 3 by SIGKILL, 1 in 3 by exit right after an \
+         acknowledgement) in {:.1?}: {versions} versions, {acks_total} acknowledged; the \
+         view was behind the log in {behind_runs} runs",
+        started.elapsed()
+    );
+    assert!(
+        acks_total > 0,
+        "no child ever acknowledged a commit: the test checked nothing"
+    );
+    drop(ctx);
+}
+
+/// Guards "every acknowledged commit survives a crash, and the view is only a cache":
+/// a child process commits in a loop (`Sync` and default durability, alternately) and
+/// is killed with SIGKILL at a random moment (or ends itself with `exit`, which writes
+/// nothing either, right after a random acknowledgement); after each death the reopened
+/// knowledge base holds every acknowledged version at its seq, versions 1..=n are dense
+/// in the view and in the log, the view equals its rebuild, and the log verifies (and
+/// still holds the prefix the previous iteration verified).
+#[test]
+fn kill_loop() {
+    let iterations =
+        std::env::var(ITERATIONS_ENV).map_or(DEFAULT_ITERATIONS, |s| s.parse().unwrap());
+    run_kill_loop(iterations);
+}
+
+/// The long run: `cargo test -p blackbox --release --test kb -- --ignored kill_loop_long`.
+#[test]
+#[ignore = "long: 200 SIGKILLs, run by hand in release"]
+fn kill_loop_long() {
+    run_kill_loop(LONG_ITERATIONS);
+}
+
+// ---------------------------------------------------------------------------------------
+// Adjudication, case by case, with hand-computed numbers
+// ---------------------------------------------------------------------------------------
+
+/// A recorder on a manual clock at `T0` with the given half-life (0: no decay).
+fn open_manual(half_life_ns: u64) -> (tempfile::TempDir, ManualClock, Recorder) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let rec = Recorder::open(dir.path(), manual(&clock, half_life_ns)).unwrap();
+    (dir, clock, rec)
+}
+
+/// Asserts `value` for `key` on fresh evidence, without conditions.
+fn claim(rec: &Recorder, key: &str, value: Value, confidence: f64) -> (Committed, u64) {
+    let s = obs(rec);
+    let c = rec
+        .kb()
+        .unwrap()
+        .assert(
+            key,
+            value,
+            confidence,
+            &Conditions::new(),
+            Provenance::new([s]),
+        )
+        .unwrap();
+    (c, s.0)
+}
+
+fn fact(kb: &KnowledgeBase, key: &str) -> Fact {
+    kb.get(key).unwrap().unwrap()
+}
+
+fn keys(facts: &[Fact]) -> Vec<&str> {
+    facts.iter().map(|f| f.key.as_str()).collect()
+}
+
+#[test]
+fn a_new_claim_creates_a_hypothesis_or_a_confirmed_fact() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let level = conds(&[("level", json!(1))]);
+    for (key, confidence, status) in [
+        ("a", 0.6, Status::Hypothesis),
+        ("b", 0.9, Status::Confirmed),
+        // The thresholds: confirmed at 0.8, rejected below 0.2.
+        ("c", 0.8, Status::Confirmed),
+        ("d", 0.2, Status::Hypothesis),
+        ("e", 0.19, Status::Rejected),
+    ] {
+        let s = obs(&rec);
+        let c = kb
+            .assert(key, json!(key), confidence, &level, Provenance::new([s]))
+            .unwrap();
+        assert_eq!(c.outcome, Outcome::Created);
+        let want = Fact {
+            key: key.to_owned(),
+            value: json!(key),
+            confidence,
+            evidence_count: 1,
+            status,
+            conditions: level.clone(),
+            provenance: vec![s.0],
+            created: c.version,
+            updated: c.version,
+            rivals: Vec::new(),
+        };
+        assert_eq!(fact(kb, key), want);
+    }
+    assert_eq!(kb.version().unwrap(), 5);
+}
+
+#[test]
+fn an_equal_claim_corroborates_with_diminishing_returns() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let (c1, s1) = claim(&rec, "cup.pos", json!("table"), 0.6);
+    // A corroborating claim under other conditions strengthens the fact, whose
+    // conditions stay.
+    let s2 = obs(&rec);
+    let c2 = kb
+        .assert(
+            "cup.pos",
+            json!("table"),
+            0.6,
+            &conds(&[("room", json!("kitchen"))]),
+            Provenance::new([s2]),
+        )
+        .unwrap();
+    assert_eq!(c2.outcome, Outcome::Corroborated);
+    // 0.6 + (1 - 0.6) * 0.5 * 0.6 = 0.72
+    let f = fact(kb, "cup.pos");
+    assert!(close_to(f.confidence, 0.72), "{}", f.confidence);
+    assert_eq!(
+        (f.evidence_count, f.status, f.created, f.updated),
+        (2, Status::Hypothesis, c1.version, c2.version)
+    );
+    assert!(f.conditions.is_empty());
+    let (c3, s3) = claim(&rec, "cup.pos", json!("table"), 0.6);
+    assert_eq!(c3.outcome, Outcome::Corroborated);
+    // 0.72 + 0.28 * 0.3 = 0.804: confirmed.
+    let f = fact(kb, "cup.pos");
+    assert!(close_to(f.confidence, 0.804), "{}", f.confidence);
+    assert_eq!((f.evidence_count, f.status), (3, Status::Confirmed));
+    assert_eq!(f.provenance, vec![s1, s2.0, s3]);
+}
+
+#[test]
+fn a_stronger_claim_supersedes_and_a_tie_does_not() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let (c1, _) = claim(&rec, "door", json!("open"), 0.5);
+    let (c2, s2) = claim(&rec, "door", json!("closed"), 0.7);
+    assert_eq!(c2.outcome, Outcome::Superseded);
+    let want = Fact {
+        key: "door".to_owned(),
+        value: json!("closed"),
+        confidence: 0.7,
+        evidence_count: 1,
+        status: Status::Hypothesis,
+        conditions: Conditions::new(),
+        provenance: vec![s2],
+        created: c1.version,
+        updated: c2.version,
+        rivals: Vec::new(),
+    };
+    assert_eq!(fact(kb, "door"), want);
+    // An equal confidence does not beat the current value: kept as a rival.
+    let (c3, _) = claim(&rec, "door", json!("ajar"), 0.7);
+    assert_eq!(c3.outcome, Outcome::Contested);
+    assert_eq!(fact(kb, "door").value, json!("closed"));
+}
+
+#[test]
+fn recency_lets_a_fresher_weaker_claim_win_over_a_decayed_fact() {
+    let run = |half_life_ns: u64| {
+        let (dir, clock, rec) = open_manual(half_life_ns);
+        claim(&rec, "door", json!("open"), 0.9);
+        claim(&rec, "lamp", json!("on"), 0.9);
+        clock.advance_ns(SEC / 2);
+        let (lamp, _) = claim(&rec, "lamp", json!("off"), 0.5);
+        clock.advance_ns(SEC * 3 / 2);
+        let (door, _) = claim(&rec, "door", json!("closed"), 0.5);
+        let kb = rec.kb().unwrap();
+        let facts = (fact(kb, "door"), fact(kb, "lamp"));
+        drop(rec);
+        drop(dir);
+        (lamp.outcome, door.outcome, facts)
+    };
+    // Half-life 1 s. Half a half-life later, 0.9 * 2^-0.5 = 0.6364 still beats 0.5:
+    // contested, and the fact keeps its decayed confidence. Two half-lives later,
+    // 0.9 / 4 = 0.225 loses to 0.5: superseded.
+    let (lamp, door, (door_fact, lamp_fact)) = run(SEC);
+    assert_eq!((lamp, door), (Outcome::Contested, Outcome::Superseded));
+    assert_eq!(lamp_fact.value, json!("on"));
+    assert!(close_to(lamp_fact.confidence, 0.9 * 0.5f64.sqrt()));
+    assert_eq!(lamp_fact.rivals.len(), 1);
+    assert_eq!(lamp_fact.rivals[0].value, json!("off"));
+    assert_eq!(door_fact.value, json!("closed"));
+    assert!(close_to(door_fact.confidence, 0.5));
+    // Without decay the same claims lose both times.
+    let (lamp, door, (door_fact, _)) = run(0);
+    assert_eq!((lamp, door), (Outcome::Contested, Outcome::Contested));
+    assert_eq!(door_fact.value, json!("open"));
+    assert!(close_to(door_fact.confidence, 0.9));
+}
+
+#[test]
+fn a_weaker_claim_is_kept_as_a_rival_until_refuted() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let (_, s1) = claim(&rec, "door", json!("open"), 0.9);
+    assert_eq!(fact(kb, "door").status, Status::Confirmed);
+    assert!(kb.contradictions().unwrap().is_empty());
+    let s2 = obs(&rec);
+    let level = conds(&[("level", json!(3))]);
+    let c2 = kb
+        .assert("door", json!("closed"), 0.5, &level, Provenance::new([s2]))
+        .unwrap();
+    assert_eq!(c2.outcome, Outcome::Contested);
+    let f = fact(kb, "door");
+    assert_eq!(
+        (&f.value, f.confidence, f.evidence_count, f.status),
+        (&json!("open"), 0.9, 1, Status::Contested)
+    );
+    assert_eq!(f.provenance, vec![s1]);
+    assert_eq!(
+        f.rivals,
+        vec![blackbox::kb::Rival {
+            value: json!("closed"),
+            confidence: 0.5,
+            evidence_count: 1,
+            conditions: level,
+            provenance: vec![s2.0],
+            updated: c2.version,
+        }]
+    );
+    assert_eq!(kb.contradictions().unwrap(), vec![f.clone()]);
+    // A contested fact is still believed.
+    assert_eq!(keys(&kb.matching(&Conditions::new()).unwrap()), ["door"]);
+
+    // Refuting the rival closes the contradiction: the fact is confirmed again.
+    let s3 = obs(&rec);
+    let c3 = kb
+        .refute("door", &json!("closed"), Provenance::new([s3]))
+        .unwrap();
+    assert_eq!(c3.outcome, Outcome::Refuted);
+    let g = fact(kb, "door");
+    assert!(g.rivals.is_empty());
+    assert_eq!(
+        (&g.value, g.confidence, g.status, g.updated),
+        (&json!("open"), 0.9, Status::Confirmed, c3.version)
+    );
+    assert!(kb.contradictions().unwrap().is_empty());
+}
+
+#[test]
+fn a_corroborated_rival_displaces_the_fact() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let (c1, _) = claim(&rec, "door", json!("open"), 0.9);
+    let mut seqs = Vec::new();
+    // The rival: 0.5, then + (1 - c) * 0.5 * 0.9 for each corroboration.
+    for (claimed, rival, outcome) in [
+        (0.5, 0.5, Outcome::Contested),
+        (0.9, 0.725, Outcome::Contested),
+        (0.9, 0.848_75, Outcome::Contested),
+    ] {
+        let (c, s) = claim(&rec, "door", json!("closed"), claimed);
+        seqs.push(s);
+        assert_eq!(c.outcome, outcome);
+        let f = fact(kb, "door");
+        assert_eq!((&f.value, f.confidence), (&json!("open"), 0.9));
+        assert_eq!(f.rivals.len(), 1);
+        assert!(
+            close_to(f.rivals[0].confidence, rival),
+            "{}",
+            f.rivals[0].confidence
+        );
+        assert_eq!(f.rivals[0].evidence_count, seqs.len() as u64);
+    }
+    // 0.84875 + 0.15125 * 0.45 = 0.9168125 > 0.9: the rival wins, with its evidence.
+    let (c, s) = claim(&rec, "door", json!("closed"), 0.9);
+    seqs.push(s);
+    assert_eq!(c.outcome, Outcome::Superseded);
+    let f = fact(kb, "door");
+    assert_eq!(f.value, json!("closed"));
+    assert!(close_to(f.confidence, 0.916_812_5), "{}", f.confidence);
+    assert_eq!(
+        (f.evidence_count, f.status, f.created, f.updated),
+        (4, Status::Confirmed, c1.version, c.version)
+    );
+    assert_eq!(f.provenance, seqs);
+    assert!(f.rivals.is_empty());
+    assert!(kb.contradictions().unwrap().is_empty());
+}
+
+#[test]
+fn one_refutation_rejects_what_ten_corroborations_built() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    claim(&rec, "grasp.works", json!(true), 0.9);
+    for _ in 0..10 {
+        let (c, _) = claim(&rec, "grasp.works", json!(true), 0.9);
+        assert_eq!(c.outcome, Outcome::Corroborated);
+    }
+    // Each corroboration keeps 1 - 0.45 of the doubt: 1 - 0.1 * 0.55^10.
+    let built = 1.0 - 0.1 * 0.55f64.powi(10);
+    let f = fact(kb, "grasp.works");
+    assert!(close_to(f.confidence, built), "{}", f.confidence);
+    assert_eq!((f.evidence_count, f.status), (11, Status::Confirmed));
+    let s = obs(&rec);
+    let c = kb
+        .refute(
+            "grasp.works",
+            &json!(true),
+            Provenance::new([s]).message("slipped"),
+        )
+        .unwrap();
+    assert_eq!(c.outcome, Outcome::Rejected);
+    let f = fact(kb, "grasp.works");
+    assert!(close_to(f.confidence, built * 0.1), "{}", f.confidence);
+    assert_eq!((f.evidence_count, f.status), (11, Status::Rejected));
+    assert_eq!(f.provenance.last(), Some(&s.0));
+    assert_eq!(kb.rejected().unwrap(), vec![f]);
+    // Rejected: not believed any more, but remembered, with its history.
+    assert!(kb.matching(&Conditions::new()).unwrap().is_empty());
+    assert_eq!(kb.history("grasp.works").unwrap().len(), 12);
+}
+
+#[test]
+fn refuting_an_unknown_key_remembers_a_failed_hypothesis() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let s = obs(&rec);
+    let c = kb
+        .refute("stove.safe", &json!(true), Provenance::new([s]))
+        .unwrap();
+    assert_eq!((c.version, c.outcome), (1, Outcome::Rejected));
+    let want = Fact {
+        key: "stove.safe".to_owned(),
+        value: json!(true),
+        confidence: 0.0,
+        evidence_count: 0,
+        status: Status::Rejected,
+        conditions: Conditions::new(),
+        provenance: vec![s.0],
+        created: 1,
+        updated: 1,
+        rivals: Vec::new(),
+    };
+    assert_eq!(fact(kb, "stove.safe"), want);
+    assert_eq!(kb.rejected().unwrap(), vec![want]);
+    assert!(kb.matching(&Conditions::new()).unwrap().is_empty());
+    // Another value was never claimed: nothing to refute.
+    let e = kb
+        .refute("stove.safe", &json!(false), Provenance::new([s]))
+        .unwrap_err();
+    assert!(matches!(e, KbError::NotClaimed { .. }), "{e:?}");
+    assert_eq!(kb.version().unwrap(), 1);
+}
+
+#[test]
+fn matching_returns_exactly_the_facts_whose_conditions_hold() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let put = |key: &str, conditions: Conditions| {
+        let s = obs(&rec);
+        kb.assert(key, json!(key), 0.9, &conditions, Provenance::new([s]))
+            .unwrap();
+    };
+    put("everywhere", Conditions::new());
+    put("level1", conds(&[("level", json!(1))]));
+    put(
+        "level1.fast",
+        conds(&[("level", json!(1)), ("mode", json!("fast"))]),
+    );
+    put("level1.rejected", conds(&[("level", json!(1))]));
+    put("level2", conds(&[("level", json!(2))]));
+    let s = obs(&rec);
+    kb.refute(
+        "level1.rejected",
+        &json!("level1.rejected"),
+        Provenance::new([s]),
+    )
+    .unwrap();
+    let cases: [(Conditions, &[&str]); 6] = [
+        (Conditions::new(), &["everywhere"]),
+        (conds(&[("level", json!(1))]), &["everywhere", "level1"]),
+        (
+            conds(&[("level", json!(1)), ("mode", json!("fast"))]),
+            &["everywhere", "level1", "level1.fast"],
+        ),
+        (
+            conds(&[("level", json!(2)), ("mode", json!("fast"))]),
+            &["everywhere", "level2"],
+        ),
+        // Values compare as JSON: the string "1" is not the number 1.
+        (conds(&[("level", json!("1"))]), &["everywhere"]),
+        (conds(&[("mode", json!("fast"))]), &["everywhere"]),
+    ];
+    for (context, want) in cases {
+        assert_eq!(keys(&kb.matching(&context).unwrap()), want, "{context:?}");
+    }
+}
+
+#[test]
+fn revert_restores_an_earlier_state_in_one_new_commit_and_diff_shows_changes() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    claim(&rec, "a", json!(1), 0.6); // v1
+    claim(&rec, "b", json!(2), 0.6); // v2
+    claim(&rec, "a", json!(1), 0.6); // v3: corroborated to 0.72
+    let s = obs(&rec);
+    kb.retract("b", Provenance::new([s])).unwrap(); // v4
+    claim(&rec, "c", json!(3), 0.6); // v5
+    let snap = |v| kb.snapshot(AsOf::Version(v)).unwrap();
+    let (s2, s5) = (snap(2), snap(5));
+    assert_eq!(s5.keys().collect::<Vec<_>>(), ["a", "c"]);
+
+    let s = obs(&rec);
+    let c = kb
+        .revert_to(
+            2,
+            Provenance::new([s])
+                .author("operator")
+                .message("bad calibration"),
+        )
+        .unwrap();
+    assert_eq!((c.version, c.outcome), (6, Outcome::Reverted));
+    let restored = |key: &str| {
+        let mut f = s2[key].clone();
+        f.updated = 6;
+        f
+    };
+    let now = kb.snapshot(AsOf::Version(6)).unwrap();
+    assert_eq!(
+        now,
+        BTreeMap::from([
+            ("a".to_owned(), restored("a")),
+            ("b".to_owned(), restored("b"))
+        ])
+    );
+    assert_eq!(fact(kb, "a").confidence, 0.6);
+    // Nothing erased: the reverted versions read as they were.
+    assert_eq!(snap(5), s5);
+    assert_eq!(snap(2), s2);
+    let versions = |key: &str| {
+        kb.history(key)
+            .unwrap()
+            .into_iter()
+            .map(|(v, f)| (v, f.is_some()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(versions("a"), [(1, true), (3, true), (6, true)]);
+    assert_eq!(versions("b"), [(2, true), (4, false), (6, true)]);
+    assert_eq!(versions("c"), [(5, true), (6, false)]);
+    let commit = kb.log(6..).unwrap().pop().unwrap();
+    assert_eq!(commit.record.op, KbOp::Revert { version: 2 });
+    assert_eq!(
+        (
+            commit.record.author.as_str(),
+            commit.record.message.as_str(),
+            &commit.record.provenance
+        ),
+        ("operator", "bad calibration", &vec![s.0])
+    );
+    assert_eq!(
+        commit
+            .record
+            .changes
+            .iter()
+            .map(|c| c.key.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b", "c"]
+    );
+    // Adjudication goes on from the restored state: 0.6 corroborated is 0.72 again.
+    let (c7, _) = claim(&rec, "a", json!(1), 0.6);
+    assert_eq!(c7.outcome, Outcome::Corroborated);
+    assert!(close_to(fact(kb, "a").confidence, 0.72));
+
+    // diff(2, 5): a corroborated, b retracted, c created.
+    let d = kb.diff(2, 5).unwrap();
+    let summary: Vec<_> = d
+        .iter()
+        .map(|d| (d.key.as_str(), d.before.clone(), d.after.clone()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("a", Some(s2["a"].clone()), Some(s5["a"].clone())),
+            ("b", Some(s2["b"].clone()), None),
+            ("c", None, Some(s5["c"].clone())),
+        ]
+    );
+    assert!(kb.diff(5, 5).unwrap().is_empty());
+    let back = kb.diff(5, 2).unwrap();
+    assert_eq!(
+        back.iter()
+            .map(|d| (d.key.as_str(), d.before.is_some(), d.after.is_some()))
+            .collect::<Vec<_>>(),
+        [("a", true, true), ("b", false, true), ("c", true, false)]
+    );
+    assert!(matches!(
+        kb.diff(1, 8),
+        Err(KbError::UnknownVersion {
+            version: 8,
+            latest: 7
+        })
+    ));
+}
+
+// ---------------------------------------------------------------------------------------
+// Refused input
+// ---------------------------------------------------------------------------------------
+
+/// Checks that `result` is a refusal accepted by `is`, whose message starts with
+/// `names` (the field, as in `confidence:`), and that nothing was committed or written;
+/// then that the recorder and the knowledge base still work.
+fn refused(
+    rec: &Recorder,
+    result: blackbox::kb::Result<Committed>,
+    is: impl Fn(&KbError) -> bool,
+    names: &str,
+) {
+    let kb = rec.kb().unwrap();
+    let e = match result {
+        Ok(c) => panic!("committed {c:?}, expected a refusal naming {names}"),
+        Err(e) => e,
+    };
+    assert!(is(&e), "unexpected error: {e:?}");
+    let message = e.to_string();
+    assert!(
+        message.starts_with(names),
+        "the message does not start with {names:?}: {message}"
+    );
+    let latest = kb.version().unwrap();
+    let last_seq = rec.sync().unwrap();
+    assert_eq!(
+        kb.log(..).unwrap().last().map(|c| c.record.version),
+        (latest > 0).then_some(latest)
+    );
+    // Still working: an event, then a commit citing it.
+    let (c, s) = claim(rec, "still.working", json!(true), 0.5);
+    assert_eq!(c.version, latest + 1);
+    assert!(Some(Seq(s)) > last_seq, "a refusal wrote to the log");
+}
+
+#[test]
+fn bad_input_is_refused_naming_the_field_and_commits_nothing() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let (_, s) = claim(&rec, "door", json!("open"), 0.6);
+    let none = Conditions::new();
+    let ok = || Provenance::new([Seq(s)]);
+    let at_version = |rec: &Recorder, f: &dyn Fn() -> blackbox::kb::Result<Committed>| {
+        let before = rec.kb().unwrap().version().unwrap();
+        let r = f();
+        assert_eq!(
+            rec.kb().unwrap().version().unwrap(),
+            before,
+            "the version moved: {r:?}"
+        );
+        r
+    };
+
+    // Evidence: none, and a seq not yet in the log (the very seq the commit would take,
+    // and a later one; alone or beside a valid one).
+    refused(
+        &rec,
+        at_version(&rec, &|| {
+            kb.assert("door", json!("x"), 0.5, &none, Provenance::default())
+        }),
+        |e| matches!(e, KbError::NoEvidence),
+        "evidence:",
+    );
+    let without: [&dyn Fn() -> blackbox::kb::Result<Committed>; 3] = [
+        &|| kb.retract("door", Provenance::default()),
+        &|| kb.refute("door", &json!("open"), Provenance::default()),
+        &|| kb.revert_to(1, Provenance::default()),
+    ];
+    for r in without {
+        refused(
+            &rec,
+            at_version(&rec, r),
+            |e| matches!(e, KbError::NoEvidence),
+            "evidence:",
+        );
+    }
+    for (later, with_valid) in [(0, false), (1, true), (1000, false)] {
+        let next = rec.sync().unwrap().unwrap().0 + 1;
+        let seq = next + later;
+        let mut evidence = vec![Seq(seq)];
+        if with_valid {
+            evidence.insert(0, Seq(s));
+        }
+        let provenance = Provenance::new(evidence);
+        refused(
+            &rec,
+            at_version(&rec, &|| {
+                kb.assert("door", json!("x"), 0.5, &none, provenance.clone())
+            }),
+            |e| matches!(e, KbError::EvidenceNotInLog { seq: s, next_seq } if *s == seq && *next_seq == next),
+            "evidence:",
+        );
+    }
+
+    // Confidence outside [0, 1].
+    for bad in [-0.1, 1.5, f64::NAN, f64::INFINITY, -f64::INFINITY] {
+        refused(
+            &rec,
+            at_version(&rec, &|| kb.assert("door", json!("x"), bad, &none, ok())),
+            |e| matches!(e, KbError::InvalidConfidence { confidence } if confidence.to_bits() == bad.to_bits()),
+            "confidence:",
+        );
+    }
+
+    // Keys: empty, over 256 bytes (counted in bytes, not characters), control characters.
+    let long = "k".repeat(257);
+    let long_chars = "é".repeat(129);
+    for (key, rule) in [
+        ("", "empty"),
+        (long.as_str(), "longer than 256 bytes"),
+        (long_chars.as_str(), "longer than 256 bytes"),
+        ("door\nopen", "control character"),
+        ("door\u{0}", "control character"),
+        ("door\u{7f}", "control character"),
+        ("door\u{85}", "control character"),
+    ] {
+        let is = |e: &KbError| matches!(e, KbError::InvalidKey { key: k, reason } if k == key && reason.contains(rule));
+        refused(
+            &rec,
+            at_version(&rec, &|| kb.assert(key, json!(1), 0.5, &none, ok())),
+            is,
+            "key:",
+        );
+        refused(
+            &rec,
+            at_version(&rec, &|| kb.refute(key, &json!(1), ok())),
+            is,
+            "key:",
+        );
+        refused(
+            &rec,
+            at_version(&rec, &|| kb.retract(key, ok())),
+            is,
+            "key:",
+        );
+    }
+    // The limits themselves are valid keys.
+    for key in ["k".repeat(256), "é".repeat(128), "ünïcode key".to_owned()] {
+        let c = kb.assert(&key, json!(1), 0.5, &none, ok()).unwrap();
+        assert_eq!(c.outcome, Outcome::Created);
+    }
+
+    // Versions: 0 and past the latest.
+    for v in [None, Some(1), Some(u64::MAX)] {
+        // One past the latest version (each refusal above is followed by a commit).
+        let v = v.map_or(0, |past| kb.version().unwrap().saturating_add(past));
+        refused(
+            &rec,
+            at_version(&rec, &|| kb.revert_to(v, ok())),
+            |e| matches!(e, KbError::UnknownVersion { version, .. } if *version == v),
+            "version:",
+        );
+    }
+
+    // Retracting a key without a fact; refuting a value never claimed.
+    refused(
+        &rec,
+        at_version(&rec, &|| kb.retract("no.such.key", ok())),
+        |e| matches!(e, KbError::NotFound { key } if key == "no.such.key"),
+        "not found: the key \"no.such.key\"",
+    );
+    refused(
+        &rec,
+        at_version(&rec, &|| kb.refute("door", &json!("never"), ok())),
+        |e| matches!(e, KbError::NotClaimed { key, value } if key == "door" && value == "\"never\""),
+        "value:",
+    );
+
+    // The recorder's own work went on throughout.
+    rec.record(&Event::new("action.move")).unwrap();
+    assert_eq!(rec.stats().unwrap()["action.move"].kept, 1);
+    assert_eq!(fact(kb, "door").value, json!("open"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Evidence and the retention policy
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn evidence_of_a_drop_tier_kind_is_written_and_counted_as_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let policy = Policy::builder()
+        .rule("debug.*", Tier::Drop)
+        .build()
+        .unwrap();
+    let rec = Recorder::open(dir.path(), manual(&clock, 0).policy(policy)).unwrap();
+    // The policy drops the kind...
+    rec.record(&Event::new("debug.probe").json(r#"{"n":1}"#))
+        .unwrap();
+    // ...but not as evidence.
+    let seq = rec
+        .record_evidence(&Event::new("debug.probe").json(r#"{"n":2}"#))
+        .unwrap();
+    let stats = rec.stats().unwrap();
+    let c = &stats["debug.probe"];
+    assert_eq!((c.seen, c.kept, c.dropped), (2, 1, 1));
+    rec.close().unwrap();
+    drop(rec);
+
+    let recs = common::read_log(dir.path());
+    let events = common::events(&recs);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].seq(), seq.0);
+    assert_eq!(events[0].payload_str(), Some(r#"{"n":2}"#));
+    assert!(
+        matches!(events[0], common::Rec::Event { kind, tier: "full", .. } if kind == "debug.probe")
+    );
+    let totals = common::last_accounting(&recs);
+    assert_eq!(
+        (totals["debug.probe"].kept, totals["debug.probe"].dropped),
+        (1, 1)
+    );
+
+    // And it can be cited.
+    let rec = Recorder::open(dir.path(), manual(&clock, 0)).unwrap();
+    let c = rec
+        .kb()
+        .unwrap()
+        .assert(
+            "probe.ok",
+            json!(true),
+            0.9,
+            &Conditions::new(),
+            Provenance::new([seq]),
+        )
+        .unwrap();
+    assert_eq!(c.outcome, Outcome::Created);
+}
