@@ -208,9 +208,19 @@ struct Shared {
     failed: AtomicBool,
     failure: Mutex<Option<Arc<blackbox_log::Error>>>,
     closed: AtomicBool,
+    /// The writer thread, to wake it from its poll when a caller waits for a reply.
+    writer: OnceLock<std::thread::Thread>,
 }
 
 impl Shared {
+    /// Wakes a polling writer at once. Only calls that wait for the writer's answer do
+    /// this: `record()` leaves the writer to its poll, so a producer pays no wake-up.
+    fn wake_writer(&self) {
+        if let Some(t) = self.writer.get() {
+            t.unpark();
+        }
+    }
+
     fn failure(&self) -> Error {
         match &*self.failure.lock() {
             Some(e) => Error::Writer(Arc::clone(e)),
@@ -273,6 +283,7 @@ impl Recorder {
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             closed: AtomicBool::new(false),
+            writer: OnceLock::new(),
         });
         let mut restored = restore(dir, &shared, config.restore_working_memory)?;
         if let Some(seq) = recovery.last_seq {
@@ -312,6 +323,7 @@ impl Recorder {
                     source: e,
                 })
             })?;
+        let _ = shared.writer.set(handle.thread().clone());
         Ok(Recorder {
             shared,
             tx,
@@ -542,7 +554,10 @@ impl Recorder {
         }
         let (reply, rx) = crossbeam_channel::bounded(1);
         let result = match self.tx.send(Msg::Close(reply)) {
-            Ok(()) => rx.recv().unwrap_or_else(|_| Err(self.shared.failure())),
+            Ok(()) => {
+                self.shared.wake_writer();
+                rx.recv().unwrap_or_else(|_| Err(self.shared.failure()))
+            }
             Err(_) => Err(self.shared.failure()),
         };
         if let Some(handle) = self.writer.lock().take() {
@@ -564,6 +579,7 @@ impl Recorder {
         self.tx
             .send(make(reply))
             .map_err(|_| self.shared.failure())?;
+        self.shared.wake_writer();
         rx.recv().unwrap_or_else(|_| Err(self.shared.failure()))
     }
 }
@@ -602,6 +618,7 @@ impl Sink for KbSink {
             reply,
         };
         self.tx.send(msg).map_err(|_| failed())?;
+        self.shared.wake_writer();
         rx.recv().unwrap_or_else(|_| Err(failed()))
     }
 
@@ -873,7 +890,9 @@ impl Writer {
                     return;
                 }
                 Err(TryRecvError::Empty) if last_busy.elapsed() < IDLE_AFTER => {
-                    std::thread::sleep(POLL_INTERVAL);
+                    // Woken early by a caller waiting for a reply (sync, checkpoint,
+                    // a knowledge-base commit), so those do not wait out the poll.
+                    std::thread::park_timeout(POLL_INTERVAL);
                 }
                 Err(TryRecvError::Empty) => match rx.recv_timeout(TICK) {
                     Ok(m) => {

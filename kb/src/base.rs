@@ -394,7 +394,7 @@ impl KnowledgeBase {
     /// How old the fact's confidence is at `now`: since its last change's commit.
     fn age(&self, fact: Option<&Fact>, now: u64) -> Result<u64> {
         let Some(fact) = fact else { return Ok(0) };
-        let then = self.view.commit(fact.updated)?.map_or(now, |c| c.time_ns);
+        let then = self.view.commit_time(fact.updated)?.unwrap_or(now);
         Ok(now.saturating_sub(then))
     }
 

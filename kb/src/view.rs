@@ -8,6 +8,7 @@
 //! | `history` | key ‖ `0x00` ‖ version (u64 BE) | the key's fact after that version, or `null` |
 //! | `commits` | version (u64 BE) | the commit with its seq and time (JSON) |
 //! | `times` | time ns (u64 BE) ‖ version (u64 BE) | empty |
+//! | `versions` | version (u64 BE) | its commit's time ns (u64 BE) |
 //! | `meta` | `applied` | last applied version (u64 BE) ‖ its seq (u64 BE) |
 //!
 //! Keys hold no `0x00` byte (see [`crate::validate_key`]), so a key's history is one
@@ -46,6 +47,7 @@ pub struct View {
     history: Keyspace,
     commits: Keyspace,
     times: Keyspace,
+    versions: Keyspace,
     meta: Keyspace,
 }
 
@@ -112,6 +114,7 @@ impl View {
             history: ks("history")?,
             commits: ks("commits")?,
             times: ks("times")?,
+            versions: ks("versions")?,
             meta: ks("meta")?,
             db,
             path,
@@ -209,6 +212,7 @@ impl View {
         let mut t = be(commit.time_ns).to_vec();
         t.extend_from_slice(&be(version));
         batch.insert(&self.times, t, []);
+        batch.insert(&self.versions, be(version), be(commit.time_ns));
         let mut applied = be(version).to_vec();
         applied.extend_from_slice(&be(commit.seq));
         batch.insert(&self.meta, APPLIED, applied);
@@ -281,7 +285,13 @@ impl View {
         self.meta
             .insert(REBUILDING, [1])
             .map_err(self.err("write"))?;
-        for ks in [&self.facts, &self.history, &self.commits, &self.times] {
+        for ks in [
+            &self.facts,
+            &self.history,
+            &self.commits,
+            &self.times,
+            &self.versions,
+        ] {
             ks.clear().map_err(self.err("clear"))?;
         }
         self.meta.remove(APPLIED).map_err(self.err("write"))
@@ -391,6 +401,16 @@ impl View {
             Some(bytes) => self.decode("commit", &bytes).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The time of `version`'s commit, without decoding the commit.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn commit_time(&self, version: Version) -> Result<Option<u64>> {
+        let value = self.versions.get(be(version)).map_err(self.err("read"))?;
+        Ok(value.as_deref().and_then(read_be))
     }
 
     /// The commits whose versions are in `range`, oldest first.
@@ -528,6 +548,7 @@ impl View {
             ("history", &self.history),
             ("commits", &self.commits),
             ("times", &self.times),
+            ("versions", &self.versions),
             ("meta", &self.meta),
         ] {
             for g in ks.iter() {
