@@ -64,7 +64,7 @@ pub use codec::Counters;
 pub use error::{Error, Result};
 pub use event::Event;
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
-pub use recorder::{Config, Overflow, Recorder};
+pub use recorder::{Config, KB_DIR, Overflow, Recorder, SUMMARY_GRACE_NS};
 pub use working::WorkingMemory;
 
 // The recorder is shared by the threads of a runtime: it must stay `Send + Sync`.

@@ -71,9 +71,17 @@ impl Interner {
 
     /// Takes the ids interned since the last call, with their names.
     pub(crate) fn take_pending(&self) -> Vec<(u32, String)> {
+        self.take_pending_upto(u32::MAX)
+    }
+
+    /// Takes the pending ids up to `max_id`, with their names. Ids are interned in
+    /// increasing order, so what one producer interned before `max_id` comes with it,
+    /// and nothing it interned later.
+    pub(crate) fn take_pending_upto(&self, max_id: u32) -> Vec<(u32, String)> {
         let mut inner = self.inner.lock();
-        let pending = std::mem::take(&mut inner.pending);
-        pending
+        let split = inner.pending.partition_point(|&id| id <= max_id);
+        let taken: Vec<u32> = inner.pending.drain(..split).collect();
+        taken
             .into_iter()
             .map(|id| (id, inner.names[(id - 1) as usize].to_string()))
             .collect()

@@ -817,6 +817,8 @@ struct Writer {
     ring_bytes: usize,
     postroll_until_ns: u64,
     last_stamp_ns: u64,
+    /// Every interned id up to this one is in the log's dictionary.
+    named_upto: u32,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`).
@@ -850,6 +852,7 @@ impl Writer {
             ring_bytes: 0,
             postroll_until_ns: 0,
             last_stamp_ns: restored.last_ts_ns,
+            named_upto: 0,
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
@@ -935,16 +938,12 @@ impl Writer {
 
     /// Processes one batch of messages. Returns whether the recorder is closing.
     fn process(&mut self, batch: &mut Vec<Msg>) -> Result<bool> {
-        let pending = self.shared.names.take_pending();
-        if !pending.is_empty() {
-            // Stamped with the last stamp, not the clock: the clock may already be past
-            // the batch's events, and every record after this one would take its stamp.
-            self.emit_dictionary(pending, self.last_stamp_ns);
-            self.set_preamble(self.shared.names.all())?;
-        }
         let mut syncs = Vec::new();
         let mut close = None;
         for msg in batch.drain(..) {
+            if let Msg::Event(e) | Msg::Evidence(e, _) = &msg {
+                self.name(e)?;
+            }
             match msg {
                 Msg::Event(e) => self.on_event(e)?,
                 Msg::Checkpoint(reply) => match self.checkpoint() {
@@ -1395,11 +1394,37 @@ impl Writer {
         // Producers may have interned kinds since the batch began (drop-tier kinds never
         // reach the writer): name them before the record that counts them.
         let pending = self.shared.names.take_pending();
-        if !pending.is_empty() {
+        if let Some(&(last, _)) = pending.last() {
+            self.named_upto = self.named_upto.max(last);
             self.emit_dictionary(pending, now);
             self.set_preamble(self.shared.names.all())?;
         }
         self.emit_encoded(codec::ACCOUNTING, now, &record);
+        Ok(())
+    }
+
+    /// Writes the dictionary entries an event needs that are not written yet, right
+    /// before it. Names interned after the event's own (by other producers, for later
+    /// events) wait for the event that needs them, so where dictionary records fall
+    /// depends on the events alone, not on how the writer's batches happen to be cut.
+    /// Stamped with the last stamp, not the clock, which may already be ahead.
+    fn name(&mut self, e: &EventMsg) -> Result<()> {
+        let need = e
+            .values
+            .iter()
+            .map(|&(id, _)| id)
+            .chain([e.kind.id, e.source])
+            .max()
+            .unwrap_or(0);
+        if need <= self.named_upto {
+            return Ok(());
+        }
+        let entries = self.shared.names.take_pending_upto(need);
+        self.named_upto = need;
+        if !entries.is_empty() {
+            self.emit_dictionary(entries, self.last_stamp_ns);
+            self.set_preamble(self.shared.names.all())?;
+        }
         Ok(())
     }
 

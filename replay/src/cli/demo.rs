@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use blackbox::kb::{Conditions, Provenance};
 use blackbox::{
-    Clock, Config, Durability, Event, IncidentPolicy, ManualClock, Policy, Recorder, Sampling, Seq,
-    Tier,
+    Clock, Config, Durability, Event, IncidentPolicy, ManualClock, Policy, Recorder,
+    SUMMARY_GRACE_NS, Sampling, Seq, Tier,
 };
 use blackbox_replay::{Body, Payload, Query, RecordType, Replay, format_time, kb_view, state_at};
 use serde_json::json;
@@ -58,9 +58,11 @@ pub fn run(args: Args) -> Res<()> {
     let mut rng = XorShift::new(seed);
     let cycle_start = (2 + rng.next() % 2) * CYCLE_NS;
     let failure_ns = cycle_start + 3 * SEC + (rng.next() % (1_500 * MS / TICK_NS)) * TICK_NS;
+    // On a whole second, like the summary windows, so each window holds the same ticks
+    // in every run.
     let t0 = {
         let now = blackbox::SystemClock.now_ns();
-        now - now % MS
+        now - now % SEC
     };
     let run = Run {
         t0,
@@ -140,8 +142,11 @@ fn simulate(dir: &Path, run: &Run) -> Res<()> {
         // The simulated clock runs far ahead of the writer thread, which reads the
         // same clock to close summary windows and time its accounting and checkpoint
         // records. Barriers at each full second let it catch up before the clock moves
-        // on; on a real clock the writer lags by microseconds.
-        if t % SEC == 0 {
+        // on, so a seed gives the same records, seqs and times in every run; on a real
+        // clock the writer lags by microseconds.
+        // A second barrier once the summary windows' grace is over, so each window closes
+        // at the same point in every run.
+        if t % SEC == 0 || t % SEC == SUMMARY_GRACE_NS {
             recorder.sync()?;
             clock.set_ns(run.t0 + t);
             recorder.sync()?;
@@ -151,6 +156,7 @@ fn simulate(dir: &Path, run: &Run) -> Res<()> {
         t += TICK_NS;
         tick += 1;
     }
+    recorder.sync()?;
     clock.set_ns(run.t0 + RUN_NS);
     recorder.close()?;
     Ok(())

@@ -61,7 +61,12 @@ enum KbCommand {
         /// The value, as JSON (a string needs its quotes: '"left"').
         value: String,
         /// The claim's confidence, between 0 and 1.
-        #[arg(long, value_name = "C", default_value_t = 0.5)]
+        #[arg(
+            long,
+            value_name = "C",
+            default_value_t = 0.5,
+            allow_negative_numbers = true
+        )]
         confidence: f64,
         /// Where the fact holds, as a JSON object: '{"level": 1}'.
         #[arg(long, value_name = "JSON")]
@@ -192,8 +197,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 Some(text) => parse_object("--conditions", &text)?,
                 None => Conditions::new(),
             };
+            blackbox::kb::validate_key(&key)?;
+            if !(confidence.is_finite() && (0.0..=1.0).contains(&confidence)) {
+                return Err(blackbox::kb::Error::InvalidConfidence { confidence }.into());
+            }
             let provenance = provenance(&why).message(message);
-            write(&common, |kb| {
+            write(&common, &why, |kb| {
                 kb.assert(&key, value, confidence, &conditions, provenance)
             })
         }
@@ -205,8 +214,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             common,
         } => {
             let value = parse_json("VALUE_JSON", &value)?;
+            blackbox::kb::validate_key(&key)?;
             let provenance = provenance(&why).message(reason);
-            write(&common, |kb| kb.refute(&key, &value, provenance))
+            write(&common, &why, |kb| kb.refute(&key, &value, provenance))
         }
         KbCommand::Retract {
             key,
@@ -214,8 +224,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             why,
             common,
         } => {
+            blackbox::kb::validate_key(&key)?;
             let provenance = provenance(&why).message(reason);
-            write(&common, |kb| kb.retract(&key, provenance))
+            write(&common, &why, |kb| kb.retract(&key, provenance))
         }
         KbCommand::Revert {
             version,
@@ -224,7 +235,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             common,
         } => {
             let provenance = provenance(&why).message(reason);
-            write(&common, |kb| kb.revert_to(version, provenance))
+            write(&common, &why, |kb| kb.revert_to(version, provenance))
         }
         KbCommand::Rebuild { common } => {
             let recorder = open_writer(&common)?;
@@ -481,10 +492,27 @@ fn open_writer(common: &Common) -> Result<Recorder, CliError> {
     Ok(Recorder::open(dir, Config::new().log_options(log))?)
 }
 
+/// Runs a write as a short recorder session. What can be refused without the writer
+/// (the key, the confidence, evidence past the log's end) is refused before the log is
+/// opened, so it leaves no trace; a session that opens appends, besides its commit, the
+/// accounting record and checkpoint every recorder writes when it closes.
 fn write(
     common: &Common,
+    why: &Why,
     op: impl FnOnce(&blackbox::KnowledgeBase) -> blackbox::kb::Result<blackbox::kb::Committed>,
 ) -> Result<(), CliError> {
+    blackbox_replay::open_log_dir(&common.dir.dir)?;
+    let key = key_from(common.key_file.as_deref())?;
+    let reader =
+        blackbox::LogReader::open_with(&common.dir.dir, blackbox::log::ReaderOptions { key })
+            .map_err(|e| CliError::new(super::describe_log(&e)))?;
+    let next_seq = reader
+        .digest()
+        .map_err(|e| CliError::new(super::describe_log(&e)))?
+        .map_or(0, |d| d.seq + 1);
+    if let Some(&seq) = why.evidence.iter().find(|&&s| s >= next_seq) {
+        return Err(blackbox::kb::Error::EvidenceNotInLog { seq, next_seq }.into());
+    }
     let recorder = open_writer(common)?;
     let result = recorder
         .kb()
