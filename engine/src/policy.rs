@@ -455,7 +455,7 @@ impl PolicyBuilder {
         for (index, rule) in self.rules.iter().enumerate() {
             let in_rule =
                 |reason: String| fail(format!("rules[{index}] ({:?}): {reason}", rule.pattern));
-            rule_globs.add(compile_glob(&rule.pattern).map_err(in_rule)?);
+            rule_globs.add(compile_kind_glob(&rule.pattern).map_err(in_rule)?);
             check_tier(&rule.tier).map_err(in_rule)?;
         }
         let rule_globs = rule_globs
@@ -468,7 +468,7 @@ impl PolicyBuilder {
                 return Err(fail(NO_TRIGGERS.to_owned()));
             }
             for (index, trigger) in incident.triggers.iter().enumerate() {
-                let glob = compile_glob(trigger).map_err(|reason| {
+                let glob = compile_kind_glob(trigger).map_err(|reason| {
                     fail(format!(
                         "incident triggers[{index}] ({trigger:?}): {reason}"
                     ))
@@ -494,7 +494,14 @@ const NO_TRIGGERS: &str =
     "incident capture needs at least one trigger glob, like triggers = [\"failure.*\"]";
 
 /// Compiles one rule or trigger glob with the policy's matching semantics.
-fn compile_glob(pattern: &str) -> Result<Glob, String> {
+/// Compiles a kind glob as the policy does: a kind is one dotted name, so `*` crosses
+/// dots, and `\` escapes on every platform. Refuses globs that can match no kind
+/// (empty, with whitespace or `/`). Replay's `--kind` filters use the same rules.
+///
+/// # Errors
+///
+/// What is wrong with the glob, in a sentence that names it.
+pub fn compile_kind_glob(pattern: &str) -> Result<Glob, String> {
     if pattern.is_empty() {
         return Err("empty glob: it can never match a kind".to_owned());
     }
@@ -951,7 +958,7 @@ impl PolicyToml {
                     "rule has no match pattern: add match = \"<glob over the kind>\"".to_owned(),
                 ));
             };
-            compile_glob(pattern.get_ref())
+            compile_kind_glob(pattern.get_ref())
                 .map_err(|reason| located.at(&pattern.span(), reason))?;
             let tier = rule.tier(&located, &span)?;
             builder = builder.rule(pattern.get_ref(), tier);
@@ -1081,7 +1088,7 @@ impl IncidentToml {
         }
         let mut incident = IncidentPolicy::new(&[]);
         for trigger in triggers.into_inner() {
-            compile_glob(trigger.get_ref())
+            compile_kind_glob(trigger.get_ref())
                 .map_err(|reason| located.at(&trigger.span(), reason))?;
             incident.triggers.push(trigger.into_inner());
         }
@@ -1256,7 +1263,7 @@ mod tests {
             ("a.\\*", "a.*", true),
         ];
         for &(pattern, kind, expected) in cases {
-            let glob = compile_glob(pattern).unwrap().compile_matcher();
+            let glob = compile_kind_glob(pattern).unwrap().compile_matcher();
             assert_eq!(glob.is_match(kind), expected, "{pattern} vs {kind}");
         }
     }
@@ -1273,7 +1280,7 @@ mod tests {
             ("a\\", "dangling"),
         ];
         for &(pattern, needle) in cases {
-            let err = compile_glob(pattern).unwrap_err();
+            let err = compile_kind_glob(pattern).unwrap_err();
             assert!(err.contains(needle), "{pattern:?}: {err}");
         }
     }

@@ -104,9 +104,8 @@ impl fmt::Display for Error {
                 write!(f, "invalid duration {input:?}: {reason}")
             }
             Error::InvalidSize { input, reason } => write!(f, "invalid size {input:?}: {reason}"),
-            Error::InvalidGlob { glob, reason } => {
-                write!(f, "invalid kind glob {glob:?}: {reason}")
-            }
+            // The policy's message names the glob already.
+            Error::InvalidGlob { reason, .. } => f.write_str(reason),
             Error::InvalidRecordType { input } => write!(
                 f,
                 "unknown record type {input:?}: expected event, summary, accounting, checkpoint, kb, incident or dictionary"

@@ -7,7 +7,7 @@ use std::path::Path;
 use blackbox::codec;
 use blackbox::log::{ReaderOptions, Records, SegmentEntry};
 use blackbox::{ChainKey, LogReader, Seq};
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{GlobSet, GlobSetBuilder};
 
 use crate::decode::{Decoder, Record, RecordType};
 use crate::error::{Error, Result};
@@ -167,32 +167,12 @@ impl Query {
     }
 }
 
-/// Compiles a kind glob with the recorder policy's semantics: a kind is one dotted
-/// name, so `*` crosses dots and `\` escapes on every platform.
+/// Compiles a kind glob with the recorder policy's own rules.
 fn compile_kind_glob(pattern: &str) -> Result<globset::Glob> {
-    let invalid = |reason: String| Error::InvalidGlob {
+    blackbox::policy::compile_kind_glob(pattern).map_err(|reason| Error::InvalidGlob {
         glob: pattern.to_owned(),
         reason,
-    };
-    if pattern.is_empty() {
-        return Err(invalid("it is empty and can never match a kind".to_owned()));
-    }
-    if pattern.chars().any(char::is_whitespace) {
-        return Err(invalid(
-            "it contains whitespace, which no kind does".to_owned(),
-        ));
-    }
-    if pattern.contains('/') {
-        return Err(invalid(
-            "it contains '/': kinds are dotted names, like \"sensor.*\"".to_owned(),
-        ));
-    }
-    GlobBuilder::new(pattern)
-        .literal_separator(false)
-        .case_insensitive(false)
-        .backslash_escape(true)
-        .build()
-        .map_err(|e| invalid(e.kind().to_string()))
+    })
 }
 
 /// Checks that `dir` holds a log and lists its segments, without creating or changing

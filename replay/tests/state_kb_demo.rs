@@ -223,11 +223,7 @@ fn seq(r: &Value) -> u64 {
 /// What `state --at T` must show, read independently off the replayed records: the
 /// last checkpoint and accounting record at or before T, and the last kb version.
 fn from_records(records: &[Value], t: u64) -> (Value, Value, Value, Value, u64) {
-    let upto = |ty: &str| {
-        records
-            .iter()
-            .rfind(|r| r["type"] == ty && ts(r) <= t)
-    };
+    let upto = |ty: &str| records.iter().rfind(|r| r["type"] == ty && ts(r) <= t);
     let checkpoint = upto("checkpoint");
     let accounting = upto("accounting");
     let version = upto("kb").map_or(0, |r| r["commit"]["version"].as_u64().unwrap());
