@@ -479,6 +479,34 @@ impl Recorder {
     /// The knowledge base, opened on first use from `DIR/kb/` and caught up with the
     /// log. Its commits are records of this recorder's log.
     ///
+    /// ```
+    /// use blackbox::{AsOf, Config, Event, Outcome, Provenance, Recorder, Status};
+    /// use serde_json::json;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let recorder = Recorder::open(dir.path(), Config::new())?;
+    /// let kb = recorder.kb()?;
+    ///
+    /// // Every commit cites the log records behind it.
+    /// let weighed = recorder.record_evidence(&Event::new("observation.load").values(&[("kg", 0.31)]))?;
+    /// let first = kb.assert("cup.mass_kg", json!(0.31), 0.6, &Default::default(), Provenance::new([weighed]))?;
+    /// assert_eq!(first.outcome, Outcome::Created);
+    ///
+    /// // A stronger claim replaces the value; a weaker one would be kept as a contradiction.
+    /// let again = recorder.record_evidence(&Event::new("observation.load").values(&[("kg", 0.42)]))?;
+    /// let second = kb.assert("cup.mass_kg", json!(0.42), 0.9, &Default::default(), Provenance::new([again]))?;
+    /// assert_eq!(second.outcome, Outcome::Superseded);
+    ///
+    /// let now = kb.get("cup.mass_kg")?.expect("a fact");
+    /// assert_eq!((now.value.clone(), now.status), (json!(0.42), Status::Confirmed));
+    /// let then = kb.get_as_of("cup.mass_kg", AsOf::Version(first.version))?.expect("a fact");
+    /// assert_eq!(then.value, json!(0.31));
+    /// recorder.close()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Kb`] when the view cannot be opened or caught up; [`Error::Closed`].
