@@ -49,7 +49,8 @@ pub enum Error {
     },
     /// The recorder was closed.
     Closed,
-    /// A knowledge-base operation failed (a refused write committed nothing).
+    /// A knowledge-base operation failed. A refused write committed nothing, except
+    /// `ViewBehind`, which says the commit is in the log.
     Kb(Arc<blackbox_kb::Error>),
     /// A record the recorder wrote earlier cannot be read back (dictionary, accounting,
     /// checkpoint) while restoring state on open.

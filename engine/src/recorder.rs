@@ -415,7 +415,6 @@ impl Recorder {
         let ts_ns = self.shared.clock.now_ns();
         let mut snapshot = None;
         if kind.class.trigger
-            && !evidence
             && let Some(incident) = self.shared.policy.incident()
         {
             self.shared
@@ -464,7 +463,9 @@ impl Recorder {
     /// Records an event that will be cited as evidence (by a knowledge-base commit or
     /// by the host): it is written whatever its kind's tier says (counted as `kept`),
     /// and its seq is returned once it is in the log, durable after the next
-    /// [`Recorder::sync`].
+    /// [`Recorder::sync`]. An incident trigger recorded this way triggers as
+    /// [`Recorder::record`] would (pre-roll, marker, checkpoint, post-roll), and its own
+    /// seq is returned.
     ///
     /// # Errors
     ///
@@ -531,7 +532,28 @@ impl Recorder {
             half_life_ns: self.kb_half_life_ns,
             log_key: self.log_key.clone(),
         };
-        let kb = KnowledgeBase::open(self.dir.join(KB_DIR), &self.dir, Box::new(sink), options)?;
+        let view_dir = self.dir.join(KB_DIR);
+        let kb = match KnowledgeBase::open(
+            &view_dir,
+            &self.dir,
+            Box::new(sink.clone()),
+            options.clone(),
+        ) {
+            // A view fjall cannot open (damaged, or of a fjall version this build does not
+            // read) is a cache of the log: it is dropped and rebuilt. This recorder holds
+            // the log's writer lock, so no other process has the view open.
+            Err(blackbox_kb::Error::View { .. }) => {
+                std::fs::remove_dir_all(&view_dir).map_err(|source| {
+                    Error::from(blackbox_log::Error::Io {
+                        op: "remove the damaged knowledge-base view",
+                        path: view_dir.clone(),
+                        source,
+                    })
+                })?;
+                KnowledgeBase::open(&view_dir, &self.dir, Box::new(sink), options)?
+            }
+            other => other?,
+        };
         Ok(self.kb.get_or_init(|| kb))
     }
 
@@ -626,7 +648,7 @@ pub const KB_DIR: &str = "kb";
 
 /// The knowledge base's way into the log: commits go through the writer thread, so they
 /// take their place among the events.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct KbSink {
     tx: Sender<Msg>,
     shared: Arc<Shared>,
@@ -847,6 +869,8 @@ struct Writer {
     last_stamp_ns: u64,
     /// Every interned id up to this one is in the log's dictionary.
     named_upto: u32,
+    /// Dictionary records were queued since the segment preamble was last set.
+    preamble_stale: bool,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`).
@@ -881,6 +905,7 @@ impl Writer {
             postroll_until_ns: 0,
             last_stamp_ns: restored.last_ts_ns,
             named_upto: 0,
+            preamble_stale: false,
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
@@ -895,8 +920,7 @@ impl Writer {
     fn open_session(&mut self) -> Result<()> {
         let all = self.shared.names.all();
         if !all.is_empty() {
-            self.emit_dictionary(all.clone(), self.shared.clock.now_ns());
-            self.set_preamble(all)?;
+            self.emit_dictionary(all, self.shared.clock.now_ns());
             self.flush_out()?;
             self.end_batch()?;
         }
@@ -970,7 +994,7 @@ impl Writer {
         let mut close = None;
         for msg in batch.drain(..) {
             if let Msg::Event(e) | Msg::Evidence(e, _) = &msg {
-                self.name(e)?;
+                self.name(e);
             }
             match msg {
                 Msg::Event(e) => self.on_event(e)?,
@@ -991,9 +1015,15 @@ impl Writer {
                 Msg::Sync(reply) => syncs.push(reply),
                 Msg::Evidence(e, reply) => {
                     self.evict_ring(e.ts_ns);
-                    self.counts(e.kind.id).kept += 1;
-                    self.emit_event(e, WrittenTier::Full, 1.0);
-                    match self.flush_out() {
+                    // Evidence of a failure is a failure all the same: it triggers.
+                    let written = if e.kind.class.trigger && self.incident.is_some() {
+                        self.on_trigger(e).map(|seq| Some(Seq(seq)))
+                    } else {
+                        self.counts(e.kind.id).kept += 1;
+                        self.emit_event(e, WrittenTier::Full, 1.0);
+                        self.flush_out()
+                    };
+                    match written {
                         Ok(seq) => {
                             let _ = reply.send(Ok(seq.unwrap_or(Seq(0))));
                         }
@@ -1137,7 +1167,7 @@ impl Writer {
         let kind = msg.kind.id;
         let class = &msg.kind.class;
         if class.trigger && self.incident.is_some() {
-            return self.on_trigger(msg);
+            return self.on_trigger(msg).map(|_| ());
         }
         let in_postroll = ts < self.postroll_until_ns;
         match class.tier.clone() {
@@ -1176,9 +1206,11 @@ impl Writer {
         Ok(())
     }
 
-    fn on_trigger(&mut self, mut msg: EventMsg) -> Result<()> {
+    /// Writes the pre-roll, the trigger, the incident marker and the checkpoint; returns
+    /// the trigger's seq.
+    fn on_trigger(&mut self, mut msg: EventMsg) -> Result<u64> {
         let Some(incident) = self.incident.clone() else {
-            return Ok(());
+            return Ok(0);
         };
         let ts = msg.ts_ns;
         let preroll_start = ts.saturating_sub(incident.preroll_ns);
@@ -1222,7 +1254,7 @@ impl Writer {
         {
             self.emit_raw(codec::CHECKPOINT, at, &snapshot);
         }
-        Ok(())
+        Ok(trigger_seq)
     }
 
     fn push_ring(&mut self, msg: EventMsg) {
@@ -1425,7 +1457,6 @@ impl Writer {
         if let Some(&(last, _)) = pending.last() {
             self.named_upto = self.named_upto.max(last);
             self.emit_dictionary(pending, now);
-            self.set_preamble(self.shared.names.all())?;
         }
         self.emit_encoded(codec::ACCOUNTING, now, &record);
         Ok(())
@@ -1436,7 +1467,7 @@ impl Writer {
     /// events) wait for the event that needs them, so where dictionary records fall
     /// depends on the events alone, not on how the writer's batches happen to be cut.
     /// Stamped with the last stamp, not the clock, which may already be ahead.
-    fn name(&mut self, e: &EventMsg) -> Result<()> {
+    fn name(&mut self, e: &EventMsg) {
         let need = e
             .values
             .iter()
@@ -1445,19 +1476,20 @@ impl Writer {
             .max()
             .unwrap_or(0);
         if need <= self.named_upto {
-            return Ok(());
+            return;
         }
         let entries = self.shared.names.take_pending_upto(need);
         self.named_upto = need;
         if !entries.is_empty() {
             self.emit_dictionary(entries, self.last_stamp_ns);
-            self.set_preamble(self.shared.names.all())?;
         }
-        Ok(())
     }
 
+    /// Queues a dictionary record; the segment preamble is brought up to date once, by
+    /// the next `flush_out`, before anything is appended.
     fn emit_dictionary(&mut self, entries: Vec<(u32, String)>, now: u64) {
         self.emit_encoded(codec::DICTIONARY, now, &DictionaryRecord { entries });
+        self.preamble_stale = true;
     }
 
     fn set_preamble(&mut self, entries: Vec<(u32, String)>) -> Result<()> {
@@ -1502,6 +1534,10 @@ impl Writer {
     fn flush_out(&mut self) -> Result<Option<Seq>> {
         if self.out.is_empty() {
             return Ok(None);
+        }
+        // Before the append: a segment it rolls into must open with every name used.
+        if std::mem::take(&mut self.preamble_stale) {
+            self.set_preamble(self.shared.names.all())?;
         }
         let records: Vec<Record<'_>> = self
             .out

@@ -1747,3 +1747,154 @@ fn evidence_of_a_drop_tier_kind_is_written_and_counted_as_kept() {
         .unwrap();
     assert_eq!(c.outcome, Outcome::Created);
 }
+
+// ---------------------------------------------------------------------------------------
+// Refutation with rivals, the rivals' bound, evidence that triggers, a damaged view
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn refuting_the_value_promotes_a_rival_that_now_outweighs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let rec = Recorder::open(dir.path(), manual(&clock, 0)).unwrap();
+    let kb = rec.kb().unwrap();
+    let none = Conditions::new();
+    kb.assert(
+        "door",
+        json!("left"),
+        0.9,
+        &none,
+        Provenance::new([obs(&rec)]),
+    )
+    .unwrap();
+    let c = kb
+        .assert(
+            "door",
+            json!("right"),
+            0.85,
+            &none,
+            Provenance::new([obs(&rec)]),
+        )
+        .unwrap();
+    assert_eq!(c.outcome, Outcome::Contested);
+    let r = kb
+        .refute("door", &json!("left"), Provenance::new([obs(&rec)]))
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Rejected);
+    // 0.9 × 0.1 = 0.09 < 0.85: the rival takes the fact's place, with its own numbers.
+    let f = kb.get("door").unwrap().unwrap();
+    assert_eq!(f.value, json!("right"));
+    assert!(close_to(f.confidence, 0.85), "{}", f.confidence);
+    assert_eq!(f.status, Status::Confirmed);
+    assert!(f.rivals.is_empty());
+    // The refuted value stays in the history.
+    let history = kb.history("door").unwrap();
+    assert_eq!(history.len(), 3);
+    assert_eq!(history[1].1.as_ref().unwrap().value, json!("left"));
+    rec.close().unwrap();
+}
+
+#[test]
+fn a_fact_keeps_only_its_strongest_rivals() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let rec = Recorder::open(dir.path(), manual(&clock, 0)).unwrap();
+    let kb = rec.kb().unwrap();
+    let none = Conditions::new();
+    kb.assert("door", json!(0), 0.95, &none, Provenance::new([obs(&rec)]))
+        .unwrap();
+    // 20 weaker claims, confidences 0.01 .. 0.20 in a scrambled order.
+    for i in 0..20u32 {
+        let c = f64::from((i * 7) % 20 + 1) / 100.0;
+        let out = kb
+            .assert("door", json!(i + 1), c, &none, Provenance::new([obs(&rec)]))
+            .unwrap();
+        assert_eq!(out.outcome, Outcome::Contested);
+    }
+    let f = kb.get("door").unwrap().unwrap();
+    assert_eq!(f.rivals.len(), adjudicate::RIVALS_KEPT);
+    let mut kept: Vec<f64> = f.rivals.iter().map(|r| r.confidence).collect();
+    kept.sort_by(f64::total_cmp);
+    let expected: Vec<f64> = (13..=20).map(|n| f64::from(n) / 100.0).collect();
+    assert_eq!(kept, expected, "the 8 strongest rivals");
+    rec.close().unwrap();
+}
+
+#[test]
+fn evidence_of_a_trigger_kind_captures_the_incident() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let policy = Policy::builder()
+        .rule("sensor.*", Tier::Summary { window_ns: SEC })
+        .incident(blackbox::IncidentPolicy::new(&["failure.*"]))
+        .build()
+        .unwrap();
+    let rec = Recorder::open(dir.path(), manual(&clock, 0).policy(policy)).unwrap();
+    for i in 0..10u64 {
+        clock.set_ns(T0 + i * MS);
+        rec.record(&Event::new("sensor.imu").values(&[("ax", 0.1)]))
+            .unwrap();
+    }
+    clock.set_ns(T0 + 20 * MS);
+    let seq = rec
+        .record_evidence(&Event::new("failure.slip").json(r#"{"force":3}"#))
+        .unwrap();
+    rec.close().unwrap();
+    let recs = common::read_log(dir.path());
+    let marker = recs
+        .iter()
+        .find_map(|r| match r {
+            common::Rec::Incident { trigger_seq, .. } => Some(*trigger_seq),
+            _ => None,
+        })
+        .expect("an incident marker");
+    assert_eq!(
+        marker, seq.0,
+        "the marker names the evidence event as the trigger"
+    );
+    let preroll = recs
+        .iter()
+        .filter(|r| {
+            matches!(
+                r,
+                common::Rec::Event {
+                    tier: "preroll",
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(preroll, 10, "the ring's events are written as pre-roll");
+}
+
+#[test]
+fn a_view_fjall_cannot_open_is_rebuilt_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let rec = Recorder::open(dir.path(), manual(&clock, 0)).unwrap();
+    let kb = rec.kb().unwrap();
+    kb.assert(
+        "door",
+        json!("open"),
+        0.7,
+        &Conditions::new(),
+        Provenance::new([obs(&rec)]),
+    )
+    .unwrap();
+    let before = kb.view().dump().unwrap();
+    rec.close().unwrap();
+    drop(rec);
+    // Damage the view: fjall's version marker becomes garbage.
+    let marker = dir.path().join(blackbox::KB_DIR).join("version");
+    assert!(
+        marker.exists(),
+        "fjall keeps a version marker at {}",
+        marker.display()
+    );
+    std::fs::write(&marker, b"garbage").unwrap();
+    let rec = Recorder::open(dir.path(), manual(&clock, 0)).unwrap();
+    let kb = rec.kb().unwrap();
+    assert_eq!(kb.view().dump().unwrap(), before);
+    assert_eq!(kb.get("door").unwrap().unwrap().value, json!("open"));
+    rec.close().unwrap();
+}

@@ -36,6 +36,11 @@ pub const DEFAULT_HALF_LIFE_NS: u64 = 24 * 3600 * 1_000_000_000;
 /// times small.
 pub const PROVENANCE_KEPT: usize = 32;
 
+/// How many rivals a fact keeps: the strongest. A rival pushed out stays in the key's
+/// history and in its commit; this keeps a much-contested fact, and every history entry
+/// of it, small.
+pub const RIVALS_KEPT: usize = 8;
+
 /// A claim being adjudicated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim<'a> {
@@ -169,6 +174,20 @@ pub fn assert(
         provenance,
         updated: version,
     });
+    if fact.rivals.len() > RIVALS_KEPT {
+        // The weakest goes; of equals, the oldest.
+        let weakest = fact
+            .rivals
+            .iter()
+            .enumerate()
+            .min_by(|(_, a), (_, b)| {
+                a.confidence
+                    .total_cmp(&b.confidence)
+                    .then(a.updated.cmp(&b.updated))
+            })
+            .map_or(0, |(i, _)| i);
+        fact.rivals.remove(weakest);
+    }
     fact.status = status(held, &fact.rivals);
     (Outcome::Contested, fact)
 }
@@ -206,6 +225,26 @@ pub fn refute(
     if current.value == *value {
         fact.confidence *= REFUTATION_FACTOR;
         extend_provenance(&mut fact.provenance, evidence);
+        // A rival that now outweighs the refuted value takes its place; the refuted
+        // value stays in the key's history.
+        let strongest = fact
+            .rivals
+            .iter()
+            .enumerate()
+            .max_by(|(_, a), (_, b)| a.confidence.total_cmp(&b.confidence))
+            .map(|(i, r)| (i, r.confidence));
+        if let Some((i, c)) = strongest
+            && c > fact.confidence
+        {
+            let r = fact.rivals.remove(i);
+            fact.value = r.value;
+            fact.confidence = r.confidence;
+            fact.evidence_count = r.evidence_count;
+            fact.conditions = r.conditions;
+            fact.provenance = r.provenance;
+            fact.status = status(fact.confidence, &fact.rivals);
+            return Some((Outcome::Rejected, fact));
+        }
         fact.status = status(fact.confidence, &fact.rivals);
         let outcome = if fact.status == Status::Rejected {
             Outcome::Rejected

@@ -84,7 +84,8 @@ pub struct KnowledgeBase {
     log_dir: PathBuf,
     options: Options,
     /// Serializes writes: versions are dense and each is adjudicated against the last.
-    write: Mutex<()>,
+    /// Holds the last version this process committed to the log.
+    write: Mutex<Version>,
 }
 
 /// The maximal length of a key, in bytes.
@@ -141,7 +142,7 @@ impl KnowledgeBase {
             sink,
             log_dir,
             options,
-            write: Mutex::new(()),
+            write: Mutex::new(0),
         })
     }
 
@@ -409,7 +410,13 @@ impl KnowledgeBase {
         if provenance.evidence.is_empty() {
             return Err(Error::NoEvidence);
         }
-        let _write = self.write.lock();
+        let mut committed = self.write.lock();
+        // A commit the log took but the view did not (its write failed) is caught up
+        // first, so a version is never issued twice.
+        if self.view.version()? < *committed {
+            self.view
+                .catch_up(&self.log_dir, self.options.log_key.clone(), None)?;
+        }
         let version = self.view.version()? + 1;
         let now = self.sink.now_ns();
         let (op, outcome, changes) = decide(self, version, now, &provenance.evidence)?;
@@ -435,12 +442,17 @@ impl KnowledgeBase {
                 }
                 SinkError::Failed(e) => Error::Recorder(e),
             })?;
+        *committed = version;
         let commit = Commit {
             seq: appended.seq,
             time_ns: appended.time_ns,
             record,
         };
-        self.view.apply(&commit)?;
+        self.view.apply(&commit).map_err(|e| Error::ViewBehind {
+            version,
+            seq: appended.seq,
+            source: Box::new(e),
+        })?;
         Ok(Committed {
             version,
             outcome,

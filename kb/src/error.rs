@@ -77,6 +77,16 @@ pub enum Error {
         /// fjall's error.
         source: fjall::Error,
     },
+    /// The commit is in the log, but the view could not apply it: the write happened.
+    /// The next write (or the next open) catches the view up from the log.
+    ViewBehind {
+        /// The version committed.
+        version: Version,
+        /// The seq of its record.
+        seq: u64,
+        /// Why the view could not apply it.
+        source: Box<Error>,
+    },
     /// Reading the log failed.
     Log(blackbox_log::Error),
     /// The recorder could not append the commit (it failed or is closed).
@@ -102,6 +112,10 @@ impl fmt::Display for Error {
                 write!(f, "key: {key:?} is not a valid key: {reason}")
             }
             Error::InvalidJson { field, reason } => write!(f, "{field}: {reason}"),
+            Error::UnknownVersion { version, latest: 0 } => write!(
+                f,
+                "version: {version} is not a knowledge-base version (there is no commit yet)"
+            ),
             Error::UnknownVersion { version, latest } => write!(
                 f,
                 "version: {version} is not a knowledge-base version (versions run from 1 to {latest})"
@@ -119,6 +133,14 @@ impl fmt::Display for Error {
                 "could not {op} the knowledge-base view in {}: {source} (it can be rebuilt from the log)",
                 path.display()
             ),
+            Error::ViewBehind {
+                version,
+                seq,
+                source,
+            } => write!(
+                f,
+                "committed as version {version} (log record at seq {seq}), but the knowledge-base view could not be updated: {source}; the next write or open catches it up from the log"
+            ),
             Error::Log(e) => write!(f, "{e}"),
             Error::Recorder(e) => write!(f, "{e}"),
         }
@@ -129,6 +151,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::View { source, .. } => Some(source),
+            Error::ViewBehind { source, .. } => Some(source.as_ref()),
             Error::Log(e) => Some(e),
             Error::Recorder(e) => Some(e.as_ref()),
             _ => None,

@@ -206,8 +206,19 @@ impl View {
     /// [`Error::View`].
     pub fn apply(&self, commit: &Commit) -> Result<()> {
         let version = commit.record.version;
-        let applied = self.version()?;
+        let (applied, applied_seq) = self.applied()?;
         if version <= applied {
+            // Already applied, unless this record comes after the one applied: then the
+            // log repeats a version, which no writer does.
+            if applied_seq.is_some_and(|s| commit.seq > s) {
+                return Err(Error::BadRecord {
+                    seq: commit.seq,
+                    reason: format!(
+                        "version {version} repeats (version {applied} is at seq {})",
+                        applied_seq.unwrap_or(0)
+                    ),
+                });
+            }
             return Ok(());
         }
         if version != applied + 1 {
@@ -646,6 +657,20 @@ mod tests {
             .map(|(v, _)| v)
             .collect();
         assert_eq!(versions, [1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_version_the_log_repeats_is_refused_not_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let view = View::open(dir.path()).unwrap();
+        view.apply(&commit(1, 1)).unwrap();
+        // The same record again (a catch-up re-reading it) is skipped.
+        view.apply(&commit(1, 1)).unwrap();
+        let mut again = commit(1, 2);
+        again.seq = 7;
+        let err = view.apply(&again).unwrap_err();
+        assert!(matches!(err, Error::BadRecord { seq: 7, .. }), "{err}");
+        assert_eq!(view.get("k").unwrap().unwrap().value, serde_json::json!(1));
     }
 
     #[test]
