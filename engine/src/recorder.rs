@@ -1466,7 +1466,6 @@ impl Writer {
     /// before it. Names interned after the event's own (by other producers, for later
     /// events) wait for the event that needs them, so where dictionary records fall
     /// depends on the events alone, not on how the writer's batches happen to be cut.
-    /// Stamped with the last stamp, not the clock, which may already be ahead.
     fn name(&mut self, e: &EventMsg) {
         let need = e
             .values
@@ -1481,7 +1480,9 @@ impl Writer {
         let entries = self.shared.names.take_pending_upto(need);
         self.named_upto = need;
         if !entries.is_empty() {
-            self.emit_dictionary(entries, self.last_stamp_ns);
+            // Stamped with the event's own time (never before the last stamp): not the
+            // clock, which may be ahead of the batch, and not 0 in a new log.
+            self.emit_dictionary(entries, e.ts_ns);
         }
     }
 

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use blackbox::policy::Policy;
 use blackbox::{Config, Counters, Durability, Event, LogOptions, Recorder};
@@ -107,10 +109,47 @@ pub fn run(args: Args) -> Result<(), CliError> {
         log = log.segment_bytes_max(bytes);
     }
     config = config.log_options(log);
-    let recorder = Recorder::open(&args.dir.dir, config)?;
+    let recorder = Arc::new(Recorder::open(&args.dir.dir, config)?);
+    // A supervisor's SIGTERM or a Ctrl-C closes the log as the end of input would (open
+    // summary windows, a last accounting record, a checkpoint, fsync), then exits 130.
+    let on_signal = Arc::clone(&recorder);
+    let dir = args.dir.dir.clone();
+    let _ = ctrlc::set_handler(move || {
+        SIGNALED.store(true, Ordering::SeqCst);
+        let last = on_signal.close();
+        let mut err = io::stderr().lock();
+        let _ = match last {
+            Ok(seq) => writeln!(
+                err,
+                "blackbox: interrupted: closed log {} at seq {}; every record so far is durable",
+                dir.display(),
+                seq.map_or_else(|| "-".to_owned(), |s| s.to_string())
+            ),
+            Err(e) => writeln!(
+                err,
+                "blackbox: interrupted, and closing the log failed: {e}"
+            ),
+        };
+        std::process::exit(130);
+    });
+    let result = record_all(&recorder, &args);
+    if SIGNALED.load(Ordering::SeqCst) {
+        // The signal handler is closing the log and ends the process when it is done:
+        // returning now would cut its close short.
+        loop {
+            std::thread::park();
+        }
+    }
+    result
+}
+
+/// Set by the signal handler before it closes the log.
+static SIGNALED: AtomicBool = AtomicBool::new(false);
+
+fn record_all(recorder: &Recorder, args: &Args) -> Result<(), CliError> {
     let baseline = recorder.stats()?;
     let mut tally = Tally::default();
-    let outcome = feed(&recorder, &args, &mut tally);
+    let outcome = feed(recorder, args, &mut tally);
     // Whatever happened, close: the records before a bad line stay, synced.
     let totals = recorder.stats();
     let closed = recorder.close();

@@ -1,0 +1,82 @@
+//! `blackbox record` stopped by a signal: a supervisor's SIGTERM or a Ctrl-C closes the
+//! log as the end of input would, so the run's accounting is complete.
+
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{bin, blackbox, ok, s};
+use serde_json::Value;
+
+fn now_ns() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    )
+    .unwrap()
+}
+
+fn stopped_by(signal: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let started = now_ns();
+    let mut child = bin()
+        .args(["record", "--dir", s(&dir)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for i in 0..100 {
+        writeln!(stdin, r#"{{"kind":"action.step","values":{{"i":{i}}}}}"#).unwrap();
+    }
+    writeln!(stdin, r#"{{"op":"sync"}}"#).unwrap();
+    stdin.flush().unwrap();
+    let mut ack = String::new();
+    stdout.read_line(&mut ack).unwrap();
+    assert_eq!(ack.trim(), r#"{"synced":100}"#);
+    // Events after the last acknowledgement, then the signal with stdin still open.
+    for _ in 0..50 {
+        writeln!(stdin, r#"{{"kind":"action.more"}}"#).unwrap();
+    }
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted: closed log"), "{stderr}");
+
+    // The close wrote the accounting of every event, the unacknowledged ones too.
+    let stats: Value =
+        serde_json::from_str(&ok(&blackbox(&["stats", "--dir", s(&dir), "--json"]))).unwrap();
+    assert_eq!(stats["kinds"]["action.step"]["kept"], 100, "{stats}");
+    assert_eq!(stats["kinds"]["action.more"]["kept"], 50, "{stats}");
+    assert_eq!(stats["kinds"]["action.more"]["seen"], 50, "{stats}");
+    // Every record carries a real time, the first one (a dictionary) included.
+    assert!(stats["first_ts_ns"].as_u64().unwrap() >= started, "{stats}");
+    ok(&blackbox(&["verify", "--dir", s(&dir)]));
+}
+
+#[test]
+fn sigterm_closes_the_log_with_complete_accounting() {
+    stopped_by("-TERM");
+}
+
+#[test]
+fn sigint_closes_the_log_with_complete_accounting() {
+    stopped_by("-INT");
+}
