@@ -478,7 +478,8 @@ impl Recorder {
     }
 
     /// The knowledge base, opened on first use from `DIR/kb/` and caught up with the
-    /// log. Its commits are records of this recorder's log.
+    /// log. Its commits are records of this recorder's log. Its view stays open until
+    /// the recorder is dropped (not only closed).
     ///
     /// ```
     /// use blackbox::{AsOf, Config, Event, Outcome, Provenance, Recorder, Status};
@@ -539,10 +540,11 @@ impl Recorder {
             Box::new(sink.clone()),
             options.clone(),
         ) {
-            // A view fjall cannot open (damaged, or of a fjall version this build does not
-            // read) is a cache of the log: it is dropped and rebuilt. This recorder holds
-            // the log's writer lock, so no other process has the view open.
-            Err(blackbox_kb::Error::View { .. }) => {
+            // A view fjall finds damaged (or of a fjall version this build does not read)
+            // is a cache of the log: it is dropped and rebuilt. This recorder holds the
+            // log's writer lock, and fjall's own lock would have refused the open if
+            // another knowledge base still held the view.
+            Err(e) if e.is_damaged_view() => {
                 std::fs::remove_dir_all(&view_dir).map_err(|source| {
                     Error::from(blackbox_log::Error::Io {
                         op: "remove the damaged knowledge-base view",

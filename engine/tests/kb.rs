@@ -1898,3 +1898,36 @@ fn a_view_fjall_cannot_open_is_rebuilt_from_the_log() {
     assert_eq!(kb.get("door").unwrap().unwrap().value, json!("open"));
     rec.close().unwrap();
 }
+
+#[test]
+fn a_view_another_knowledge_base_holds_is_refused_not_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let first = Recorder::open(dir.path(), manual(&clock, 0)).unwrap();
+    first
+        .kb()
+        .unwrap()
+        .assert(
+            "door",
+            json!("open"),
+            0.7,
+            &Conditions::new(),
+            Provenance::new([obs(&first)]),
+        )
+        .unwrap();
+    // Closed, not dropped: its knowledge base still holds the view.
+    first.close().unwrap();
+    let second = Recorder::open(dir.path(), manual(&clock, 0)).unwrap();
+    let err = second.kb().unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("another open knowledge base holds it"),
+        "{err}"
+    );
+    drop(first);
+    // Nothing was removed: once the first is dropped, the view opens as it was.
+    let kb = second.kb().unwrap();
+    assert_eq!(kb.version().unwrap(), 1);
+    assert_eq!(kb.get("door").unwrap().unwrap().value, json!("open"));
+    second.close().unwrap();
+}

@@ -128,6 +128,15 @@ impl fmt::Display for Error {
             Error::BadRecord { seq, reason } => {
                 write!(f, "knowledge-base record at seq {seq}: {reason}")
             }
+            Error::View {
+                op,
+                path,
+                source: fjall::Error::Locked,
+            } => write!(
+                f,
+                "could not {op} the knowledge-base view in {}: another open knowledge base holds it (a Recorder on the same directory not dropped yet, in this process or another)",
+                path.display()
+            ),
             Error::View { op, path, source } => write!(
                 f,
                 "could not {op} the knowledge-base view in {}: {source} (it can be rebuilt from the log)",
@@ -144,6 +153,27 @@ impl fmt::Display for Error {
             Error::Log(e) => write!(f, "{e}"),
             Error::Recorder(e) => write!(f, "{e}"),
         }
+    }
+}
+
+impl Error {
+    /// Whether this is a view fjall finds damaged (a bad version marker, journal or
+    /// table), which dropping and rebuilding it from the log repairs. A view that is
+    /// locked or that the operating system refuses to read is not damaged.
+    pub fn is_damaged_view(&self) -> bool {
+        matches!(
+            self,
+            Error::View {
+                source: fjall::Error::JournalRecovery(_)
+                    | fjall::Error::InvalidVersion(_)
+                    | fjall::Error::Decompress(_)
+                    | fjall::Error::InvalidTrailer
+                    | fjall::Error::InvalidTag(_)
+                    | fjall::Error::Unrecoverable
+                    | fjall::Error::Storage(_),
+                ..
+            }
+        )
     }
 }
 
