@@ -668,7 +668,7 @@ const EXIT_AFTER_ACK: i32 = 42;
 const ITERATIONS_ENV: &str = "BLACKBOX_KB_KILL_ITERATIONS";
 const SEED_ENV: &str = "BLACKBOX_KB_KILL_SEED";
 const DEFAULT_ITERATIONS: u64 = 5;
-const LONG_ITERATIONS: u64 = 200;
+const LONG_ITERATIONS: u64 = 60;
 const DEFAULT_SEED: u64 = 0x00C0_FFEE_0B1A_CB0C;
 const SIGKILL: i32 = 9;
 /// The child gives up if it has not been killed by then.
@@ -1040,7 +1040,7 @@ fn kill_loop() {
 
 /// The long run: `cargo test -p blackbox --release --test kb -- --ignored kill_loop_long`.
 #[test]
-#[ignore = "long: 200 SIGKILLs, run by hand in release"]
+#[ignore = "long: 60 deaths, run by hand in release"]
 fn kill_loop_long() {
     run_kill_loop(LONG_ITERATIONS);
 }
