@@ -113,7 +113,12 @@ pub fn validate_key(key: &str) -> Result<()> {
     })
 }
 
-fn check_confidence(confidence: f64) -> Result<()> {
+/// Checks a confidence: a number in `[0, 1]`.
+///
+/// # Errors
+///
+/// [`Error::InvalidConfidence`].
+pub fn validate_confidence(confidence: f64) -> Result<()> {
     if confidence.is_finite() && (0.0..=1.0).contains(&confidence) {
         Ok(())
     } else {
@@ -168,7 +173,7 @@ impl KnowledgeBase {
         provenance: Provenance,
     ) -> Result<Committed> {
         validate_key(key)?;
-        check_confidence(confidence)?;
+        validate_confidence(confidence)?;
         self.commit(provenance, |kb, version, now, evidence| {
             let current = kb.view.get(key)?;
             let age = kb.age(current.as_ref(), now)?;

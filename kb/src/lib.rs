@@ -20,7 +20,10 @@ mod view;
 
 pub mod adjudicate;
 
-pub use base::{Appended, KEY_BYTES_MAX, KnowledgeBase, Options, Sink, SinkError, validate_key};
+pub use base::{
+    Appended, KEY_BYTES_MAX, KnowledgeBase, Options, Sink, SinkError, validate_confidence,
+    validate_key,
+};
 pub use error::{Error, Result};
 pub use model::{
     AsOf, Change, Commit, CommitRecord, Committed, Conditions, Difference, Fact, Op, Outcome,

@@ -170,6 +170,24 @@ pub enum Op {
     },
 }
 
+/// The operation in a line for people: `assert door = "open" (0.7)`, `refute door =
+/// "open"`, `retract door`, `revert to v3`.
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Assert {
+                key,
+                value,
+                confidence,
+                ..
+            } => write!(f, "assert {key} = {value} ({confidence})"),
+            Op::Refute { key, value } => write!(f, "refute {key} = {value}"),
+            Op::Retract { key } => write!(f, "retract {key}"),
+            Op::Revert { version } => write!(f, "revert to v{version}"),
+        }
+    }
+}
+
 /// One key's new state in a commit: `fact: None` means the key has no fact any more.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Change {

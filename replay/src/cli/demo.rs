@@ -617,17 +617,7 @@ fn review(out: &mut impl Write, dir: &Path, run: &Run) -> Res<()> {
     line(out, "Knowledge-base changes (`blackbox kb log`)")?;
     for c in view.log(..)? {
         let r = &c.record;
-        let what = match &r.op {
-            blackbox::kb::Op::Assert {
-                key,
-                value,
-                confidence,
-                ..
-            } => format!("assert {key} = {value} ({confidence})"),
-            blackbox::kb::Op::Refute { key, value } => format!("refute {key} = {value}"),
-            blackbox::kb::Op::Retract { key } => format!("retract {key}"),
-            blackbox::kb::Op::Revert { version } => format!("revert to v{version}"),
-        };
+        let what = r.op.to_string();
         let after: Vec<String> = r
             .changes
             .iter()

@@ -198,9 +198,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 None => Conditions::new(),
             };
             blackbox::kb::validate_key(&key)?;
-            if !(confidence.is_finite() && (0.0..=1.0).contains(&confidence)) {
-                return Err(blackbox::kb::Error::InvalidConfidence { confidence }.into());
-            }
+            blackbox::kb::validate_confidence(confidence)?;
             let provenance = provenance(&why).message(message);
             write(&common, &why, |kb| {
                 kb.assert(&key, value, confidence, &conditions, provenance)
@@ -340,21 +338,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                     line(&mut out, v)?;
                 } else {
                     let r = &commit.record;
-                    let what = match &r.op {
-                        blackbox::kb::Op::Assert {
-                            key,
-                            value,
-                            confidence,
-                            ..
-                        } => {
-                            format!("assert {key} = {value} ({confidence})")
-                        }
-                        blackbox::kb::Op::Refute { key, value } => {
-                            format!("refute {key} = {value}")
-                        }
-                        blackbox::kb::Op::Retract { key } => format!("retract {key}"),
-                        blackbox::kb::Op::Revert { version } => format!("revert to v{version}"),
-                    };
+                    let what = r.op.to_string();
                     let evidence: Vec<String> = r.provenance.iter().map(u64::to_string).collect();
                     line(
                         &mut out,
