@@ -11,7 +11,9 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use blackbox::{LogReader, Seq};
+use std::sync::Arc;
+
+use blackbox::{Config, Event, LogReader, ManualClock, Policy, Recorder, Seq};
 use common::{Recording, blackbox, fails, json_lines, ok, record, replay_json, s};
 use serde_json::{Value, json};
 
@@ -864,11 +866,12 @@ fn a_keyed_log_needs_its_key_to_verify() {
 
 #[test]
 fn a_replay_around_an_incident_is_the_preroll_the_trigger_and_the_postroll() {
+    // This test once waited out the pre-roll with two 3 s sleeps on the wall clock; the
+    // log is now recorded on a manual clock, so the phases are seconds apart without
+    // waiting, and the command reads it back.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
-    let policy = tmp.path().join("policy.toml");
-    fs::write(
-        &policy,
+    let policy = Policy::from_toml_str(
         r#"
 [[rules]]
 match = "sensor.*"
@@ -882,28 +885,43 @@ postroll = "2s"
 "#,
     )
     .unwrap();
-    let phase = |name: &str| -> Vec<String> {
-        (0..5)
-            .map(|i| {
-                format!(
-                    "{{\"kind\":\"sensor.imu\",\"payload\":{{\"phase\":\"{name}\",\"i\":{i}}},\"values\":{{\"ax\":{i}}}}}"
+    let t0: u64 = 1_767_323_045_000_000_000;
+    let clock = ManualClock::new(t0);
+    let recorder = Recorder::open(
+        &dir,
+        Config::new()
+            .policy(policy)
+            .clock(Arc::new(clock.clone()))
+            .checkpoint_interval_ns(None),
+    )
+    .unwrap();
+    let ms = 1_000_000u64;
+    let phase = |name: &str, start_ns: u64| {
+        for i in 0..5u32 {
+            clock.set_ns(start_ns + u64::from(i) * 10 * ms);
+            let payload = format!("{{\"phase\":\"{name}\",\"i\":{i}}}");
+            recorder
+                .record(
+                    &Event::new("sensor.imu")
+                        .json(&payload)
+                        .values(&[("ax", f64::from(i))]),
                 )
-            })
-            .collect()
+                .unwrap();
+        }
     };
-    let mut rec = Recording::start(&dir, &["--policy", s(&policy)]);
-    rec.send(&phase("before"));
-    rec.sync();
-    std::thread::sleep(std::time::Duration::from_millis(3000));
-    let mut burst = phase("pre");
-    burst.push("{\"kind\":\"failure.gripper\",\"payload\":{\"slip\":true}}".to_owned());
-    burst.extend(phase("post"));
-    rec.send(&burst);
-    rec.sync();
-    std::thread::sleep(std::time::Duration::from_millis(3000));
-    rec.send(&phase("after"));
-    let (_, status, stderr) = rec.finish();
-    assert!(status.success(), "{stderr}");
+    phase("before", t0);
+    recorder.sync().unwrap();
+    // 3 s later: "before" has left the 2 s pre-roll ring.
+    phase("pre", t0 + 3_000 * ms);
+    clock.set_ns(t0 + 3_100 * ms);
+    recorder
+        .record(&Event::new("failure.gripper").json(r#"{"slip":true}"#))
+        .unwrap();
+    phase("post", t0 + 3_200 * ms);
+    recorder.sync().unwrap();
+    // 3 s later still: the 2 s post-roll is over.
+    phase("after", t0 + 6_200 * ms);
+    recorder.close().unwrap();
 
     let incidents = replay_json(&dir, &["--type", "incident"]);
     assert_eq!(incidents.len(), 1, "{incidents:?}");
