@@ -71,6 +71,14 @@ pub enum Error {
     },
     /// The knowledge base failed (rebuilding its view from the log, or a read).
     Kb(blackbox::kb::Error),
+    /// An export output is refused: it lies inside a log directory, or its name is taken
+    /// by something other than a regular file.
+    UnsafeOutput {
+        /// The output named.
+        path: PathBuf,
+        /// Why it is refused.
+        reason: String,
+    },
     /// An operating-system call failed outside the log (an export file, a key file).
     Io {
         /// What was being done, e.g. `"write export file"`.
@@ -114,6 +122,9 @@ impl fmt::Display for Error {
                 write!(f, "invalid key file {}: {reason}", path.display())
             }
             Error::Kb(e) => e.fmt(f),
+            Error::UnsafeOutput { path, reason } => {
+                write!(f, "refusing to write {}: {reason}", path.display())
+            }
             Error::Io { op, path, source } => {
                 write!(f, "cannot {op} {}: {source}", path.display())
             }

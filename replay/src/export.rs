@@ -1,6 +1,5 @@
 //! Export for training data: JSONL, one event a line, and a manifest beside it.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -11,6 +10,7 @@ use serde_json::{Value, json};
 use crate::decode::RecordType;
 use crate::error::{Error, Result};
 use crate::json::{hex, to_json};
+use crate::output::AtomicFile;
 use crate::query::{Query, Replay, open_log_dir};
 use crate::time::format_time;
 
@@ -94,21 +94,67 @@ pub(crate) fn manifest_path(out: &Path) -> PathBuf {
 /// manifest beside it as `FILE.manifest.json`.
 ///
 /// The log's digest is taken first and the export reads no record past it, so the
-/// manifest's digest covers every row, also while a writer appends. Each file is
-/// written under a temporary name and renamed into place when complete. `progress` is
-/// called with the seq of each event written.
+/// manifest's digest covers every row, also while a writer appends. `out` may not lie
+/// inside a log directory nor name anything but a regular file
+/// ([`check_output`](crate::check_output)); each file is written under a temporary
+/// name and renamed into place when complete, so a failed export leaves no partial
+/// file. `progress` is called with the seq of each event written.
 ///
 /// # Errors
 ///
-/// As [`Replay::open`]; damage or a record that does not decode in the range; I/O
-/// errors writing either file.
+/// [`Error::UnsafeOutput`]; as [`Replay::open`]; damage or a record that does not
+/// decode in the range; I/O errors writing either file.
 pub fn export_jsonl(
     dir: impl AsRef<Path>,
     query: &Query,
     out: &Path,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
-    let dir = dir.as_ref();
+    let manifest_out = manifest_path(out);
+    let mut data = AtomicFile::create(out)?;
+    let mut manifest_file = AtomicFile::create(&manifest_out)?;
+    let mut manifest = export_rows(dir.as_ref(), query, data.writer(), progress)?;
+    manifest.file = data.path().to_owned();
+    manifest.manifest_file = manifest_file.path().to_owned();
+    let mut text = serde_json::to_vec_pretty(&manifest.to_json())
+        .map_err(|e| io("write manifest", &manifest.manifest_file, e.into()))?;
+    text.push(b'\n');
+    manifest_file
+        .writer()
+        .write_all(&text)
+        .map_err(|e| io("write manifest", &manifest.manifest_file, e))?;
+    // The data first: between the two renames, the new data sits beside the old
+    // manifest, which no longer checks: a mismatch is seen, never a silent one.
+    data.commit()?;
+    manifest_file.commit()?;
+    Ok(manifest)
+}
+
+/// Exports as [`export_jsonl`] does, into `out` (stdout, a pipe), without a manifest
+/// file: the manifest is returned, with `file` and `manifest_file` empty.
+///
+/// # Errors
+///
+/// As [`export_jsonl`], and the errors of `out`.
+pub fn export_jsonl_to(
+    dir: impl AsRef<Path>,
+    query: &Query,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportManifest> {
+    let mut w = BufWriter::new(out);
+    let manifest = export_rows(dir.as_ref(), query, &mut w, progress)?;
+    w.flush()
+        .map_err(|e| io("write export to", Path::new("-"), e))?;
+    Ok(manifest)
+}
+
+fn export_rows(
+    dir: &Path,
+    query: &Query,
+    w: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportManifest> {
     open_log_dir(dir)?;
     let reader = LogReader::open_with(
         dir,
@@ -118,8 +164,8 @@ pub fn export_jsonl(
     )?;
     let log_digest = reader.digest()?;
     let mut manifest = ExportManifest {
-        file: out.to_owned(),
-        manifest_file: manifest_path(out),
+        file: PathBuf::new(),
+        manifest_file: PathBuf::new(),
         since_ns: query.since_bound(),
         until_ns: query.until_bound(),
         from_seq: query.from_seq_bound(),
@@ -133,50 +179,27 @@ pub fn export_jsonl(
         log_digest,
         created_ns: now_ns(),
     };
-    let tmp = temp_path(out);
-    let written = (|| -> Result<()> {
-        let file = File::create(&tmp).map_err(|e| io("create export file", &tmp, e))?;
-        let mut w = BufWriter::new(file);
-        if let Some(digest) = log_digest {
-            let bound = query
-                .to_seq_bound()
-                .map_or(digest.seq, |s| s.min(digest.seq));
-            let q = query.clone().types([RecordType::Event]).to_seq(bound);
-            for r in Replay::open(dir, &q)? {
-                let r = r?;
-                serde_json::to_writer(&mut w, &to_json(&r))
-                    .map_err(|e| io("write export file", &tmp, e.into()))?;
-                w.write_all(b"\n")
-                    .map_err(|e| io("write export file", &tmp, e))?;
-                manifest.count += 1;
-                if manifest.first_seq.is_none() {
-                    manifest.first_seq = Some(r.seq);
-                    manifest.first_hash = Some(r.hash);
-                }
-                manifest.last_seq = Some(r.seq);
-                manifest.last_hash = Some(r.hash);
-                progress(r.seq);
+    let target = Path::new("export file");
+    if let Some(digest) = log_digest {
+        let bound = query
+            .to_seq_bound()
+            .map_or(digest.seq, |s| s.min(digest.seq));
+        let q = query.clone().types([RecordType::Event]).to_seq(bound);
+        for r in Replay::open(dir, &q)? {
+            let r = r?;
+            serde_json::to_writer(&mut *w, &to_json(&r))
+                .map_err(|e| io("write", target, e.into()))?;
+            w.write_all(b"\n").map_err(|e| io("write", target, e))?;
+            manifest.count += 1;
+            if manifest.first_seq.is_none() {
+                manifest.first_seq = Some(r.seq);
+                manifest.first_hash = Some(r.hash);
             }
+            manifest.last_seq = Some(r.seq);
+            manifest.last_hash = Some(r.hash);
+            progress(r.seq);
         }
-        let file = w
-            .into_inner()
-            .map_err(|e| io("write export file", &tmp, e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| io("sync export file", &tmp, e))?;
-        Ok(())
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
     }
-    std::fs::rename(&tmp, out).map_err(|e| io("rename export file into", out, e))?;
-    let mut text = serde_json::to_vec_pretty(&manifest.to_json())
-        .map_err(|e| io("write manifest", &manifest.manifest_file, e.into()))?;
-    text.push(b'\n');
-    let tmp = temp_path(&manifest.manifest_file);
-    std::fs::write(&tmp, &text).map_err(|e| io("write manifest", &tmp, e))?;
-    std::fs::rename(&tmp, &manifest.manifest_file)
-        .map_err(|e| io("rename manifest into", &manifest.manifest_file, e))?;
     Ok(manifest)
 }
 
@@ -186,13 +209,6 @@ fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {
         path: path.to_owned(),
         source,
     }
-}
-
-/// A name beside `path` for writing it before the rename.
-fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".tmp-{}", std::process::id()));
-    PathBuf::from(name)
 }
 
 fn now_ns() -> u64 {

@@ -53,6 +53,7 @@ mod decode;
 mod error;
 mod export;
 mod json;
+mod output;
 mod query;
 mod state;
 mod stats;
@@ -63,8 +64,9 @@ pub use decode::{
     RecordType, Summary, ValueSummary, record_hash,
 };
 pub use error::{Error, Result};
-pub use export::{ExportManifest, export_jsonl};
+pub use export::{ExportManifest, export_jsonl, export_jsonl_to};
 pub use json::{hex, to_json};
+pub use output::{AtomicFile, check_output};
 pub use query::{Query, Replay, fold, open_log_dir, read_key_file};
 pub use state::{State, TempView, fact_json, kb_view, state_at};
 pub use stats::{LogStats, stats};

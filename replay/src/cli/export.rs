@@ -21,7 +21,7 @@ pub struct Args {
     #[command(flatten)]
     dir: DirArg,
     /// The file format.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
     /// Events stamped at or after this time (RFC 3339 or integer ns since the epoch).
     #[arg(long, value_name = "T", value_parser = time_arg)]
@@ -32,7 +32,8 @@ pub struct Args {
     /// Only events whose kind matches this glob (repeatable; `*` crosses dots).
     #[arg(long = "kind", value_name = "GLOB", value_parser = glob_arg)]
     kinds: Vec<String>,
-    /// The data file to write (replaced if it exists).
+    /// The data file to write (replaced if it exists, never inside a log directory), or
+    /// `-` for stdout (then no manifest file is written).
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
     /// Print the manifest as one JSON object instead of a sentence.
@@ -66,24 +67,54 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if !verified {
         warn_unverified(dir);
     }
-    let bar = progress_bar(end, format!("exporting to {}", args.out.display()));
+    let to_stdout = args.out.as_os_str() == "-";
+    let bar = progress_bar(
+        end,
+        if to_stdout {
+            "exporting to stdout".to_owned()
+        } else {
+            format!("exporting to {}", args.out.display())
+        },
+    );
     // Cheap: the bar redraws at most a few times a second.
     let mut progress = |seq: u64| bar.set_position(seq);
-    let result = blackbox_replay::export_jsonl(dir, &query, &args.out, &mut progress);
+    let result = if to_stdout {
+        let stdout = io::stdout();
+        let mut lock = stdout.lock();
+        blackbox_replay::export_jsonl_to(dir, &query, &mut lock, &mut progress)
+    } else {
+        blackbox_replay::export_jsonl(dir, &query, &args.out, &mut progress)
+    };
     bar.finish_and_clear();
-    let manifest = result?;
+    let manifest = match result {
+        Err(blackbox_replay::Error::Io { source, .. })
+            if to_stdout && source.kind() == io::ErrorKind::BrokenPipe =>
+        {
+            return Err(super::stdout_error(source));
+        }
+        other => other?,
+    };
+    let range = match (manifest.first_seq, manifest.last_seq) {
+        (Some(a), Some(b)) => format!(" (seq {a}..={b})"),
+        _ => String::new(),
+    };
+    let digest = manifest
+        .log_digest
+        .map_or_else(|| "none (empty log)".to_owned(), |d| d.to_string());
+    if to_stdout {
+        // Stdout holds the rows: the summary goes to stderr.
+        let _ = writeln!(
+            io::stderr().lock(),
+            "blackbox: exported {} events{range} to stdout (no manifest file); log digest {digest}",
+            manifest.count
+        );
+        return Ok(());
+    }
     let stdout = io::stdout();
     let mut out = stdout.lock();
     if args.json {
         line(&mut out, manifest.to_json())?;
     } else {
-        let range = match (manifest.first_seq, manifest.last_seq) {
-            (Some(a), Some(b)) => format!(" (seq {a}..={b})"),
-            _ => String::new(),
-        };
-        let digest = manifest
-            .log_digest
-            .map_or_else(|| "none (empty log)".to_owned(), |d| d.to_string());
         line(
             &mut out,
             format!(

@@ -71,9 +71,9 @@ enum KbCommand {
         /// Where the fact holds, as a JSON object: '{"level": 1}'.
         #[arg(long, value_name = "JSON")]
         conditions: Option<String>,
-        /// Why.
-        #[arg(long, value_name = "M", default_value = "")]
-        message: String,
+        /// Why (also `--message`).
+        #[arg(long, visible_alias = "message", value_name = "R", default_value = "")]
+        reason: String,
         #[command(flatten)]
         why: Why,
         #[command(flatten)]
@@ -85,8 +85,8 @@ enum KbCommand {
         key: String,
         /// The refuted value, as JSON.
         value: String,
-        /// Why.
-        #[arg(long, value_name = "R")]
+        /// Why (also `--message`).
+        #[arg(long, visible_alias = "message", value_name = "R")]
         reason: String,
         #[command(flatten)]
         why: Why,
@@ -97,8 +97,8 @@ enum KbCommand {
     Retract {
         /// The key.
         key: String,
-        /// Why.
-        #[arg(long, value_name = "R")]
+        /// Why (also `--message`).
+        #[arg(long, visible_alias = "message", value_name = "R")]
         reason: String,
         #[command(flatten)]
         why: Why,
@@ -147,8 +147,8 @@ enum KbCommand {
     Revert {
         /// The version to restore.
         version: Version,
-        /// Why.
-        #[arg(long, value_name = "R")]
+        /// Why (also `--message`).
+        #[arg(long, visible_alias = "message", value_name = "R")]
         reason: String,
         #[command(flatten)]
         why: Why,
@@ -188,7 +188,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             value,
             confidence,
             conditions,
-            message,
+            reason,
             why,
             common,
         } => {
@@ -199,7 +199,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             };
             blackbox::kb::validate_key(&key)?;
             blackbox::kb::validate_confidence(confidence)?;
-            let provenance = provenance(&why).message(message);
+            let provenance = provenance(&why).message(reason);
             write(&common, &why, |kb| {
                 kb.assert(&key, value, confidence, &conditions, provenance)
             })
