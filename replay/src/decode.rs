@@ -98,7 +98,9 @@ impl std::fmt::Display for RecordType {
 pub struct Record {
     /// The record's seq.
     pub seq: u64,
-    /// The recorder's timestamp (ns since the epoch): the log's order in time.
+    /// The log's timestamp (ns since the epoch): when the record was written. Never
+    /// decreasing in log order. For when an event happened, see
+    /// [`Record::happened_ns`].
     pub ts_ns: u64,
     /// The record's content hash ([`record_hash`]).
     pub hash: [u8; 32],
@@ -118,6 +120,16 @@ impl Record {
             Body::Incident(_) => Some(RecordType::Incident),
             Body::Dictionary(_) => Some(RecordType::Dictionary),
             Body::Unknown { .. } => None,
+        }
+    }
+
+    /// When what the record describes happened (ns since the epoch): an event's
+    /// recording time (`recorded_ns`), which for a pre-roll event is earlier than when it
+    /// was written; the log's timestamp for every other record.
+    pub fn happened_ns(&self) -> u64 {
+        match &self.body {
+            Body::Event(e) => e.recorded_ns,
+            _ => self.ts_ns,
         }
     }
 

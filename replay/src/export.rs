@@ -9,9 +9,11 @@ use serde_json::{Value, json};
 
 use crate::decode::RecordType;
 use crate::error::{Error, Result};
+use crate::inputs::open_log_dir;
 use crate::json::{hex, to_json};
 use crate::output::AtomicFile;
-use crate::query::{Query, Replay, open_log_dir};
+use crate::query::Query;
+use crate::replay::Replay;
 use crate::time::format_time;
 
 /// What [`export_jsonl`] wrote: the manifest, also written beside the data file as

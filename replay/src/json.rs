@@ -18,9 +18,11 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// A record as a JSON object (DESIGN §8).
 ///
-/// Every record has `seq`, `ts` (RFC 3339, UTC, nanoseconds), `ts_ns`, `type` and
-/// `hash` (the record's content hash in hex, [`record_hash`](crate::record_hash)).
-/// Then, by type:
+/// Every record has `seq`, `ts` (RFC 3339, UTC, nanoseconds) and `ts_ns`: when it
+/// happened ([`Record::happened_ns`]: an event's recording time, for a pre-roll event
+/// earlier than when it was written); `written` and `written_ns`: when the log wrote it
+/// (the log's timestamp); `type` and `hash` (the record's content hash in hex,
+/// [`record_hash`](crate::record_hash), over the log's timestamp). Then, by type:
 ///
 /// - event: `kind`, `tier` (`full`, `sample`, `preroll`, `postroll`), `weight`,
 ///   `source` (or null), `payload`, `encoding` (`json`, `raw`, `none`), `values`
@@ -42,8 +44,11 @@ pub fn hex(bytes: &[u8]) -> String {
 pub fn to_json(record: &Record) -> Value {
     let mut o = Map::new();
     o.insert("seq".into(), record.seq.into());
-    o.insert("ts".into(), format_time(record.ts_ns).into());
-    o.insert("ts_ns".into(), record.ts_ns.into());
+    let happened = record.happened_ns();
+    o.insert("ts".into(), format_time(happened).into());
+    o.insert("ts_ns".into(), happened.into());
+    o.insert("written".into(), format_time(record.ts_ns).into());
+    o.insert("written_ns".into(), record.ts_ns.into());
     let type_name = record.record_type().map_or("unknown", |t| t.name());
     o.insert("type".into(), type_name.into());
     match &record.body {

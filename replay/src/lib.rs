@@ -52,9 +52,11 @@
 mod decode;
 mod error;
 mod export;
+mod inputs;
 mod json;
 mod output;
 mod query;
+mod replay;
 mod state;
 mod stats;
 mod time;
@@ -65,9 +67,11 @@ pub use decode::{
 };
 pub use error::{Error, Result};
 pub use export::{ExportManifest, export_jsonl, export_jsonl_to};
+pub use inputs::{open_log_dir, read_key_file};
 pub use json::{hex, to_json};
 pub use output::{AtomicFile, check_output};
-pub use query::{Query, Replay, fold, open_log_dir, read_key_file};
+pub use query::{Order, Query};
+pub use replay::{Replay, fold};
 pub use state::{State, TempView, fact_json, kb_view, state_at};
 pub use stats::{LogStats, stats};
 pub use time::{format_time, parse_duration, parse_size, parse_time};

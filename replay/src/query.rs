@@ -1,34 +1,56 @@
-//! Range reads: a [`Query`], the [`Replay`] iterator over typed records, and [`fold`].
+//! What to read: a [`Query`] (seq and time bounds, kind globs, record types, order).
 
 use std::collections::BTreeSet;
-use std::ops::Bound;
-use std::path::Path;
 
-use blackbox::codec;
-use blackbox::log::{ReaderOptions, Records, SegmentEntry};
-use blackbox::{ChainKey, LogReader, Seq};
+use blackbox::ChainKey;
 use globset::{GlobSet, GlobSetBuilder};
 
-use crate::decode::{Decoder, Record, RecordType};
+use crate::decode::{Record, RecordType};
 use crate::error::{Error, Result};
+
+/// The order in which a [`Replay`](crate::Replay) yields records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Log order (by seq): the order records were written. One pass over the log.
+    #[default]
+    Log,
+    /// By when each record happened ([`Record::happened_ns`]), then by seq: pre-roll
+    /// events, written when their incident was triggered, come where they happened.
+    /// Two passes over the range; the records that reached the log out of time order
+    /// (pre-roll runs, events stamped behind later ones) are held in memory between
+    /// them.
+    Happened,
+}
 
 /// What to read: a seq range, a time range, kind globs and record types. Every bound
 /// is inclusive; the conditions combine (a record must meet all of them).
 ///
+/// Time bounds select records by when they happened ([`Record::happened_ns`]): an
+/// event by its recording time, every other record by its timestamp. A pre-roll event
+/// is written when its incident is triggered, up to the pre-roll's length after it
+/// happened: a read bounded by `until` goes on past `until` to the first incident
+/// marker written after it, whose pre-roll is the only one that can hold events that
+/// happened by `until` (a trigger empties the pre-roll ring, which refills only with
+/// later events), or to the end of the log if no incident follows.
+///
 /// By default a query selects the whole log and every record type except
 /// [`RecordType::Dictionary`] (the dictionary is how ids read, not content; ask for it
-/// by type to see it). With kind globs, only records that have a kind (events,
-/// summaries, and incidents by their trigger's kind) can match.
+/// by type to see it). A kind glob selects the records whose kind matches it; with
+/// such globs, only records that have a kind (events, summaries, and incidents by
+/// their trigger's kind) can match. A glob written `!GLOB` excludes the records whose
+/// kind matches it and leaves records without a kind selected.
 #[derive(Debug, Clone, Default)]
 pub struct Query {
-    from_seq: Option<u64>,
-    to_seq: Option<u64>,
-    since_ns: Option<u64>,
-    until_ns: Option<u64>,
+    pub(crate) from_seq: Option<u64>,
+    pub(crate) to_seq: Option<u64>,
+    pub(crate) since_ns: Option<u64>,
+    pub(crate) until_ns: Option<u64>,
     kinds: Vec<String>,
-    kind_set: Option<GlobSet>,
+    include: Option<GlobSet>,
+    exclude: Option<GlobSet>,
     types: Option<BTreeSet<RecordType>>,
-    key: Option<ChainKey>,
+    pub(crate) key: Option<ChainKey>,
+    pub(crate) order: Order,
 }
 
 impl Query {
@@ -49,20 +71,21 @@ impl Query {
         self
     }
 
-    /// Records stamped at or after this time (ns since the epoch).
+    /// Records that happened at or after this time (ns since the epoch).
     pub fn since(mut self, ns: u64) -> Self {
         self.since_ns = Some(ns);
         self
     }
 
-    /// Records stamped at or before this time (ns since the epoch).
+    /// Records that happened at or before this time (ns since the epoch).
     pub fn until(mut self, ns: u64) -> Self {
         self.until_ns = Some(ns);
         self
     }
 
     /// Adds a kind glob (the recorder policy's syntax: `*` crosses dots, `?`, `[...]`,
-    /// `{a,b}`, `\` escapes); a record matches when any glob matches its kind.
+    /// `{a,b}`, `\` escapes). A record is selected when its kind matches any glob
+    /// (if any is given) and no glob written `!GLOB`.
     ///
     /// # Errors
     ///
@@ -70,15 +93,29 @@ impl Query {
     /// (empty, with whitespace or `/`).
     pub fn kind(mut self, glob: &str) -> Result<Self> {
         self.kinds.push(glob.to_owned());
-        let mut set = GlobSetBuilder::new();
+        let mut include = GlobSetBuilder::new();
+        let mut exclude = GlobSetBuilder::new();
+        let (mut includes, mut excludes) = (0, 0);
         for g in &self.kinds {
-            set.add(compile_kind_glob(g)?);
+            match g.strip_prefix('!') {
+                Some(negated) => {
+                    exclude.add(compile_kind_glob(negated)?);
+                    excludes += 1;
+                }
+                None => {
+                    include.add(compile_kind_glob(g)?);
+                    includes += 1;
+                }
+            }
         }
-        let set = set.build().map_err(|e| Error::InvalidGlob {
-            glob: glob.to_owned(),
-            reason: e.to_string(),
-        })?;
-        self.kind_set = Some(set);
+        let build = |set: GlobSetBuilder| {
+            set.build().map_err(|e| Error::InvalidGlob {
+                glob: glob.to_owned(),
+                reason: e.to_string(),
+            })
+        };
+        self.include = (includes > 0).then(|| build(include)).transpose()?;
+        self.exclude = (excludes > 0).then(|| build(exclude)).transpose()?;
         Ok(self)
     }
 
@@ -90,9 +127,15 @@ impl Query {
 
     /// The chain key of a keyed log, so that its chain is verified while reading.
     /// Without it a keyed log is read with every frame checksum checked, but not its
-    /// chain ([`Replay::chain_verified`]).
+    /// chain ([`Replay::chain_verified`](crate::Replay::chain_verified)).
     pub fn key(mut self, key: Option<ChainKey>) -> Self {
         self.key = key;
+        self
+    }
+
+    /// The order records are yielded in (default: [`Order::Log`]).
+    pub fn order(mut self, order: Order) -> Self {
+        self.order = order;
         self
     }
 
@@ -121,9 +164,14 @@ impl Query {
         self.until_ns
     }
 
-    /// The kind globs, as given.
+    /// The kind globs, as given (`!GLOB` for an exclusion).
     pub fn kind_globs(&self) -> &[String] {
         &self.kinds
+    }
+
+    /// The order asked for.
+    pub fn selected_order(&self) -> Order {
+        self.order
     }
 
     /// The record types selected.
@@ -139,7 +187,7 @@ impl Query {
 
     /// Whether records of this type (`None`: a tag the recorder does not write) are
     /// selected.
-    fn type_selected(&self, t: Option<RecordType>) -> bool {
+    pub(crate) fn type_selected(&self, t: Option<RecordType>) -> bool {
         match (&self.types, t) {
             (None, Some(t)) => t != RecordType::Dictionary,
             (None, None) => true,
@@ -148,22 +196,45 @@ impl Query {
         }
     }
 
-    /// Whether a record's kind matches the kind globs (always, without globs).
+    /// Whether a kind (`None` for a record without one) passes the kind globs.
+    pub fn kind_selected(&self, kind: Option<&str>) -> bool {
+        let included = match (&self.include, kind) {
+            (None, _) => true,
+            (Some(set), Some(k)) => set.is_match(k),
+            (Some(_), None) => false,
+        };
+        let excluded = match (&self.exclude, kind) {
+            (Some(set), Some(k)) => set.is_match(k),
+            _ => false,
+        };
+        included && !excluded
+    }
+
+    /// Whether a record's kind passes the kind globs.
     pub fn kind_matches(&self, record: &Record) -> bool {
-        match &self.kind_set {
-            None => true,
-            Some(set) => record.kind().is_some_and(|k| set.is_match(k)),
-        }
+        self.kind_selected(record.kind())
+    }
+
+    /// Whether a time (when a record happened) is inside the time bounds.
+    pub(crate) fn time_selected(&self, happened_ns: u64) -> bool {
+        self.since_ns.is_none_or(|t| happened_ns >= t)
+            && self.until_ns.is_none_or(|t| happened_ns <= t)
     }
 
     /// Whether a record meets every condition of the query.
     pub fn matches(&self, record: &Record) -> bool {
         self.from_seq.is_none_or(|s| record.seq >= s)
             && self.to_seq.is_none_or(|s| record.seq <= s)
-            && self.since_ns.is_none_or(|t| record.ts_ns >= t)
-            && self.until_ns.is_none_or(|t| record.ts_ns <= t)
+            && self.time_selected(record.happened_ns())
             && self.type_selected(record.record_type())
             && self.kind_matches(record)
+    }
+
+    /// Whether the bounds exclude everything by themselves (`to < from`, `until <
+    /// since`).
+    pub(crate) fn empty_by_bounds(&self) -> bool {
+        matches!((self.from_seq, self.to_seq), (Some(f), Some(t)) if t < f)
+            || matches!((self.since_ns, self.until_ns), (Some(s), Some(u)) if u < s)
     }
 }
 
@@ -173,272 +244,4 @@ fn compile_kind_glob(pattern: &str) -> Result<globset::Glob> {
         glob: pattern.to_owned(),
         reason,
     })
-}
-
-/// Checks that `dir` holds a log and lists its segments, without creating or changing
-/// anything.
-///
-/// # Errors
-///
-/// [`Error::NoSuchDir`]; [`blackbox_log::Error::NotALog`] (as [`Error::Log`]) for a
-/// file, a directory holding foreign files, or a directory without any segment.
-pub fn open_log_dir(dir: &Path) -> Result<Vec<SegmentEntry>> {
-    match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Err(blackbox_log::Error::NotALog {
-                dir: dir.to_owned(),
-                reason: "it is not a directory".to_owned(),
-            }
-            .into());
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::NoSuchDir {
-                dir: dir.to_owned(),
-            });
-        }
-        Err(e) => {
-            return Err(Error::Io {
-                op: "inspect log directory",
-                path: dir.to_owned(),
-                source: e,
-            });
-        }
-    }
-    let segments = blackbox_log::list_segments(dir)?;
-    if segments.is_empty() {
-        return Err(blackbox_log::Error::NotALog {
-            dir: dir.to_owned(),
-            reason: "it holds no segment file".to_owned(),
-        }
-        .into());
-    }
-    Ok(segments)
-}
-
-/// Reads a chain key file: exactly 32 raw bytes, or 64 hex digits (surrounding
-/// whitespace, such as a final newline, is ignored).
-///
-/// # Errors
-///
-/// [`Error::InvalidKey`] when the file cannot be read or holds anything else.
-pub fn read_key_file(path: &Path) -> Result<ChainKey> {
-    let invalid = |reason: String| Error::InvalidKey {
-        path: path.to_owned(),
-        reason,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| invalid(format!("cannot read it: {e}")))?;
-    if meta.len() > 4096 {
-        return Err(invalid(format!(
-            "it holds {} bytes; a key file holds 32 raw bytes or 64 hex digits",
-            meta.len()
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| invalid(format!("cannot read it: {e}")))?;
-    if let Ok(raw) = <[u8; 32]>::try_from(bytes.as_slice()) {
-        return Ok(ChainKey::new(raw));
-    }
-    let text = std::str::from_utf8(&bytes).map(str::trim).unwrap_or("");
-    match blackbox_log::link_from_hex(text) {
-        Some(key) => Ok(ChainKey::new(key)),
-        None => Err(invalid(format!(
-            "it holds {} bytes; a key file holds 32 raw bytes or 64 hex digits",
-            bytes.len()
-        ))),
-    }
-}
-
-/// An iterator of the typed records a [`Query`] selects, in log order.
-///
-/// Interned names resolve even when the range starts mid-log: the read starts at the
-/// last segment at or before the range's start that opens with the dictionary (every
-/// segment the recorder starts does) and folds the dictionary records on the way.
-/// Every block read passes its frame checksums and its chain link (unless the log is
-/// keyed and the query has no key). The first error ends the iteration.
-#[derive(Debug)]
-pub struct Replay {
-    records: Option<Records>,
-    decoder: Decoder,
-    query: Query,
-    start: u64,
-    chain_verified: bool,
-    done: bool,
-    last_read: Option<(u64, u64)>,
-}
-
-impl Replay {
-    /// Opens the log in `dir` for reading the records `query` selects.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NoSuchDir`], not a log, a wrong key, damage met while locating the
-    /// range's start, I/O.
-    pub fn open(dir: impl AsRef<Path>, query: &Query) -> Result<Replay> {
-        let dir = dir.as_ref();
-        let segments = open_log_dir(dir)?;
-        let reader = LogReader::open_with(
-            dir,
-            ReaderOptions {
-                key: query.key.clone(),
-            },
-        )?;
-        let chain_verified = reader.chain_verified();
-        let mut replay = Replay {
-            records: None,
-            decoder: Decoder::new(),
-            query: query.clone(),
-            start: query.from_seq.unwrap_or(0),
-            chain_verified,
-            done: false,
-            last_read: None,
-        };
-        if query.to_seq.is_some_and(|to| to < replay.start)
-            || matches!((query.since_ns, query.until_ns), (Some(s), Some(u)) if u < s)
-        {
-            replay.done = true;
-            return Ok(replay);
-        }
-        if let Some(since) = query.since_ns {
-            // Timestamps never decrease: the time range starts at the first record
-            // stamped at or after `since`.
-            match reader.records_by_time(since..)?.next() {
-                Some(r) => replay.start = replay.start.max(r?.seq().0),
-                None => {
-                    replay.done = true;
-                    return Ok(replay);
-                }
-            }
-        }
-        let dict_start = dictionary_start(&reader, &segments, replay.start)?;
-        let hi = match query.to_seq {
-            Some(to) => Bound::Included(Seq(to)),
-            None => Bound::Unbounded,
-        };
-        replay.records = Some(reader.records((Bound::Included(Seq(dict_start)), hi))?);
-        Ok(replay)
-    }
-
-    /// Whether the records are checked against the hash chain (false only for a keyed
-    /// log read without its key; frame checksums are checked either way).
-    pub fn chain_verified(&self) -> bool {
-        self.chain_verified
-    }
-
-    /// The seq and timestamp of the last record read inside the range, selected or not.
-    pub fn last_read(&self) -> Option<(u64, u64)> {
-        self.last_read
-    }
-
-    fn next_record(&mut self) -> Result<Option<Record>> {
-        let Some(records) = self.records.as_mut() else {
-            return Ok(None);
-        };
-        for raw in records.by_ref() {
-            let raw = raw?;
-            let seq = raw.seq().0;
-            if seq < self.start {
-                self.decoder.learn(&raw)?;
-                continue;
-            }
-            if self.query.until_ns.is_some_and(|u| raw.ts_ns() > u) {
-                return Ok(None);
-            }
-            self.last_read = Some((seq, raw.ts_ns()));
-            if !self
-                .query
-                .type_selected(RecordType::from_tag(raw.record_type()))
-            {
-                self.decoder.learn(&raw)?;
-                continue;
-            }
-            let record = self.decoder.decode(&raw)?;
-            if self.query.kind_matches(&record) {
-                return Ok(Some(record));
-            }
-        }
-        Ok(None)
-    }
-}
-
-impl Iterator for Replay {
-    type Item = Result<Record>;
-
-    fn next(&mut self) -> Option<Result<Record>> {
-        if self.done {
-            return None;
-        }
-        match self.next_record() {
-            Ok(Some(r)) => Some(Ok(r)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
-    }
-}
-
-/// The first seq of the last segment at or before the one holding `start` that opens
-/// with a dictionary record (or of the first segment): reading from there resolves
-/// every name in use at `start`.
-fn dictionary_start(reader: &LogReader, segments: &[SegmentEntry], start: u64) -> Result<u64> {
-    let holding = segments
-        .partition_point(|s| s.first_seq <= start)
-        .saturating_sub(1);
-    for j in (1..=holding).rev() {
-        let first = segments[j].first_seq;
-        if let Some(r) = reader.records(Seq(first)..=Seq(first))?.next() {
-            let r = r?;
-            if r.record_type() == codec::DICTIONARY {
-                return Ok(first);
-            }
-        }
-    }
-    Ok(segments.first().map_or(0, |s| s.first_seq))
-}
-
-/// Folds the records `query` selects, in log order, into a derived state: `f(state,
-/// record)` for each. The state at any point in the log is the fold up to there.
-///
-/// # Errors
-///
-/// As [`Replay::open`], and the first error the iteration meets (damage, a record
-/// that does not decode).
-///
-/// ```
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use blackbox::{Config, Event, Recorder};
-/// use blackbox_replay::{Body, Query, RecordType, fold};
-///
-/// let dir = tempfile::tempdir()?;
-/// let recorder = Recorder::open(dir.path(), Config::new())?;
-/// for x in [1.0, 2.0, 4.0] {
-///     recorder.record(&Event::new("arm.move").values(&[("dx", x)]))?;
-/// }
-/// recorder.close()?;
-///
-/// // The arm's position: the sum of its moves.
-/// let query = Query::new().types([RecordType::Event]).kind("arm.*")?;
-/// let x = fold(dir.path(), &query, 0.0, |x, r| match r.body {
-///     Body::Event(e) => x + e.values.iter().map(|(_, v)| v).sum::<f64>(),
-///     _ => x,
-/// })?;
-/// assert_eq!(x, 7.0);
-/// # Ok(())
-/// # }
-/// ```
-pub fn fold<T>(
-    dir: impl AsRef<Path>,
-    query: &Query,
-    init: T,
-    mut f: impl FnMut(T, Record) -> T,
-) -> Result<T> {
-    let mut state = init;
-    for record in Replay::open(dir, query)? {
-        state = f(state, record?);
-    }
-    Ok(state)
 }

@@ -10,7 +10,9 @@ use serde_json::{Map, Value};
 
 use crate::decode::{Body, RecordType};
 use crate::error::{Error, Result};
-use crate::query::{Query, Replay, open_log_dir};
+use crate::inputs::open_log_dir;
+use crate::query::Query;
+use crate::replay::Replay;
 
 /// The state at a point in time: what `blackbox state --at T` prints.
 #[derive(Debug, Clone, PartialEq)]

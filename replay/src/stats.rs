@@ -9,8 +9,10 @@ use serde_json::{Map, Value, json};
 
 use crate::decode::{Body, RecordType};
 use crate::error::{Error, Result};
+use crate::inputs::open_log_dir;
 use crate::json::counters_json;
-use crate::query::{Query, Replay, open_log_dir};
+use crate::query::Query;
+use crate::replay::Replay;
 use crate::time::format_time;
 
 /// What [`stats`] found.

@@ -23,10 +23,12 @@ pub struct Args {
     /// The file format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
-    /// Events stamped at or after this time (RFC 3339 or integer ns since the epoch).
+    /// Events that happened at or after this time (RFC 3339 or integer ns since the
+    /// epoch).
     #[arg(long, value_name = "T", value_parser = time_arg)]
     since: Option<u64>,
-    /// Events stamped at or before this time (RFC 3339 or integer ns since the epoch).
+    /// Events that happened at or before this time (RFC 3339 or integer ns since the
+    /// epoch).
     #[arg(long, value_name = "T", value_parser = time_arg)]
     until: Option<u64>,
     /// Only events whose kind matches this glob (repeatable; `*` crosses dots).

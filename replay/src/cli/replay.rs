@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
-use blackbox_replay::{Body, Payload, Query, Record, Replay, format_time, hex, to_json};
+use blackbox_replay::{Body, Order, Payload, Query, Record, Replay, format_time, hex, to_json};
 
 use super::{CliError, DirArg, TypeArg, glob_arg, key_from, line, time_arg, warn_unverified};
 
@@ -13,10 +13,12 @@ use super::{CliError, DirArg, TypeArg, glob_arg, key_from, line, time_arg, warn_
 pub struct Args {
     #[command(flatten)]
     dir: DirArg,
-    /// Records stamped at or after this time (RFC 3339 or integer ns since the epoch).
+    /// Records that happened at or after this time (RFC 3339 or integer ns since the
+    /// epoch).
     #[arg(long, value_name = "T", value_parser = time_arg)]
     since: Option<u64>,
-    /// Records stamped at or before this time (RFC 3339 or integer ns since the epoch).
+    /// Records that happened at or before this time (RFC 3339 or integer ns since the
+    /// epoch).
     #[arg(long, value_name = "T", value_parser = time_arg)]
     until: Option<u64>,
     /// Records from this seq on.
@@ -31,6 +33,10 @@ pub struct Args {
     /// Only records of this type (repeatable; default: every type but dictionary).
     #[arg(long = "type", value_name = "TYPE", value_enum)]
     types: Vec<TypeArg>,
+    /// Print in log order (by seq), in one pass, instead of by when each record
+    /// happened (pre-roll events are written when their incident is triggered).
+    #[arg(long)]
+    log_order: bool,
     /// One JSON object a line.
     #[arg(long)]
     json: bool,
@@ -78,7 +84,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if !args.types.is_empty() {
         q = q.types(args.types.iter().map(|&t| t.into()));
     }
-    q = q.key(key_from(args.key_file.as_deref())?);
+    q = q
+        .key(key_from(args.key_file.as_deref())?)
+        .order(if args.log_order {
+            Order::Log
+        } else {
+            Order::Happened
+        });
     let replay = Replay::open(&args.dir.dir, &q)?;
     if !replay.chain_verified() {
         warn_unverified(&args.dir.dir);
@@ -99,10 +111,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
 /// A record on one line for people.
 pub fn human(r: &Record) -> String {
     let type_name = r.record_type().map_or("unknown", |t| t.name());
+    let happened = r.happened_ns();
+    // When it happened, then how much later the log wrote it (a pre-roll event is
+    // written when its incident is triggered), blank when at once.
     let mut s = format!(
-        "{:>8}  {}  {:<10}  ",
+        "{:>8}  {}  {:>16}  {:<10}  ",
         r.seq,
-        format_time(r.ts_ns),
+        format_time(happened),
+        written_later(happened, r.ts_ns),
         type_name
     );
     match &r.body {
@@ -196,4 +212,16 @@ pub fn human(r: &Record) -> String {
     }
     let _ = write!(s, "  hash={}", hex(&r.hash));
     s
+}
+
+/// `written +1.815s` when a record was written after it happened, else empty.
+fn written_later(happened_ns: u64, written_ns: u64) -> String {
+    let d = written_ns.saturating_sub(happened_ns);
+    if d == 0 {
+        String::new()
+    } else if d < 1_000_000 {
+        format!("written +{}µs", d.div_ceil(1_000))
+    } else {
+        format!("written +{:.3}s", d as f64 / 1e9)
+    }
 }

@@ -1,0 +1,82 @@
+//! What the command reads besides records: a log directory (checked, never created) and
+//! a chain key file.
+
+use std::path::Path;
+
+use blackbox::ChainKey;
+use blackbox::log::SegmentEntry;
+
+use crate::error::{Error, Result};
+
+/// Checks that `dir` holds a log and lists its segments, without creating or changing
+/// anything.
+///
+/// # Errors
+///
+/// [`Error::NoSuchDir`]; [`blackbox_log::Error::NotALog`] (as [`Error::Log`]) for a
+/// file, a directory holding foreign files, or a directory without any segment.
+pub fn open_log_dir(dir: &Path) -> Result<Vec<SegmentEntry>> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(blackbox_log::Error::NotALog {
+                dir: dir.to_owned(),
+                reason: "it is not a directory".to_owned(),
+            }
+            .into());
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NoSuchDir {
+                dir: dir.to_owned(),
+            });
+        }
+        Err(e) => {
+            return Err(Error::Io {
+                op: "inspect log directory",
+                path: dir.to_owned(),
+                source: e,
+            });
+        }
+    }
+    let segments = blackbox_log::list_segments(dir)?;
+    if segments.is_empty() {
+        return Err(blackbox_log::Error::NotALog {
+            dir: dir.to_owned(),
+            reason: "it holds no segment file".to_owned(),
+        }
+        .into());
+    }
+    Ok(segments)
+}
+
+/// Reads a chain key file: exactly 32 raw bytes, or 64 hex digits (surrounding
+/// whitespace, such as a final newline, is ignored).
+///
+/// # Errors
+///
+/// [`Error::InvalidKey`] when the file cannot be read or holds anything else.
+pub fn read_key_file(path: &Path) -> Result<ChainKey> {
+    let invalid = |reason: String| Error::InvalidKey {
+        path: path.to_owned(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| invalid(format!("cannot read it: {e}")))?;
+    if meta.len() > 4096 {
+        return Err(invalid(format!(
+            "it holds {} bytes; a key file holds 32 raw bytes or 64 hex digits",
+            meta.len()
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| invalid(format!("cannot read it: {e}")))?;
+    if let Ok(raw) = <[u8; 32]>::try_from(bytes.as_slice()) {
+        return Ok(ChainKey::new(raw));
+    }
+    let text = std::str::from_utf8(&bytes).map(str::trim).unwrap_or("");
+    match blackbox_log::link_from_hex(text) {
+        Some(key) => Ok(ChainKey::new(key)),
+        None => Err(invalid(format!(
+            "it holds {} bytes; a key file holds 32 raw bytes or 64 hex digits",
+            bytes.len()
+        ))),
+    }
+}

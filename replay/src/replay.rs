@@ -1,0 +1,323 @@
+//! Range reads: the [`Replay`] iterator over typed records, and [`fold`].
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::path::Path;
+
+use blackbox::codec;
+use blackbox::log::{ReaderOptions, Records, SegmentEntry};
+use blackbox::{LogReader, Seq};
+
+use crate::decode::{Decoder, Record, RecordType};
+use crate::error::Result;
+use crate::inputs::open_log_dir;
+use crate::query::{Order, Query};
+
+/// An iterator of the typed records a [`Query`] selects, in log order or in the order
+/// they happened ([`Order`]).
+///
+/// Interned names resolve even when the range starts mid-log: the read starts at the
+/// last segment at or before the range's start that opens with the dictionary (every
+/// segment the recorder starts does) and folds the dictionary records on the way.
+/// Every block read passes its frame checksums and its chain link (unless the log is
+/// keyed and the query has no key). The first error ends the iteration.
+#[derive(Debug)]
+pub struct Replay {
+    scan: Scan,
+    /// [`Order::Happened`]: the records that reached the log out of time order, sorted
+    /// by (happened, seq), found by a first pass; the second pass merges them in.
+    late: Option<VecDeque<Record>>,
+    /// The latest time among the records the second pass yields in stream.
+    stream_max_ns: Option<u64>,
+    /// A record of the second pass waiting for the late records that go before it.
+    pending: Option<Record>,
+    done: bool,
+}
+
+/// One pass over a range, in log order.
+#[derive(Debug)]
+struct Scan {
+    records: Option<Records>,
+    decoder: Decoder,
+    query: Query,
+    start: u64,
+    /// Whether to read on past `until` for events that happened by then and were
+    /// written later (pre-roll events): only when the query selects events.
+    scan_past_until: bool,
+    chain_verified: bool,
+    last_read: Option<(u64, u64)>,
+    last_seen: Option<u64>,
+}
+
+impl Replay {
+    /// Opens the log in `dir` for reading the records `query` selects. With
+    /// [`Order::Happened`], the first of its two passes runs here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchDir`](crate::Error::NoSuchDir), not a log, a wrong key, damage met
+    /// while locating the range's start (or, with [`Order::Happened`], anywhere in the
+    /// range), I/O.
+    pub fn open(dir: impl AsRef<Path>, query: &Query) -> Result<Replay> {
+        let dir = dir.as_ref();
+        if query.order == Order::Log {
+            return Ok(Replay {
+                scan: Scan::open(dir, query)?,
+                late: None,
+                stream_max_ns: None,
+                pending: None,
+                done: false,
+            });
+        }
+        // First pass: which selected records reached the log out of time order.
+        let mut first = Scan::open(dir, query)?;
+        let mut late = Vec::new();
+        let mut max_ns: Option<u64> = None;
+        while let Some(r) = first.next_record()? {
+            let t = r.happened_ns();
+            if max_ns.is_some_and(|m| t < m) {
+                late.push(r);
+            } else {
+                max_ns = Some(t);
+            }
+        }
+        late.sort_by_key(|r| (r.happened_ns(), r.seq));
+        let Some(last) = first.last_seen else {
+            return Ok(Replay {
+                scan: first,
+                late: None,
+                stream_max_ns: None,
+                pending: None,
+                done: true,
+            });
+        };
+        // Second pass over exactly what the first one read (a writer may be appending):
+        // the same records, classified the same way.
+        let mut second = query.clone();
+        second.to_seq = Some(second.to_seq.map_or(last, |t| t.min(last)));
+        Ok(Replay {
+            scan: Scan::open(dir, &second)?,
+            late: Some(late.into()),
+            stream_max_ns: None,
+            pending: None,
+            done: false,
+        })
+    }
+
+    /// Whether the records are checked against the hash chain (false only for a keyed
+    /// log read without its key).
+    pub fn chain_verified(&self) -> bool {
+        self.scan.chain_verified
+    }
+
+    /// The seq and timestamp of the last record read inside the seq and time range,
+    /// selected or not (in log order).
+    pub fn last_read(&self) -> Option<(u64, u64)> {
+        self.scan.last_read
+    }
+
+    /// The next record by (happened, seq): the earlier of the second pass's next
+    /// in-order record and the first late one.
+    fn next_happened(&mut self) -> Result<Option<Record>> {
+        if self.pending.is_none() {
+            while let Some(r) = self.scan.next_record()? {
+                let t = r.happened_ns();
+                if self.stream_max_ns.is_some_and(|m| t < m) {
+                    // Found by the first pass: merged in from `late`.
+                    continue;
+                }
+                self.stream_max_ns = Some(t);
+                self.pending = Some(r);
+                break;
+            }
+        }
+        let late_first = self
+            .late
+            .as_ref()
+            .and_then(VecDeque::front)
+            .map(|r| (r.happened_ns(), r.seq));
+        Ok(match (&self.pending, late_first) {
+            (Some(p), Some(l)) if l < (p.happened_ns(), p.seq) => {
+                self.late.as_mut().and_then(VecDeque::pop_front)
+            }
+            (Some(_), _) => self.pending.take(),
+            (None, _) => self.late.as_mut().and_then(VecDeque::pop_front),
+        })
+    }
+}
+
+impl Iterator for Replay {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Result<Record>> {
+        if self.done {
+            return None;
+        }
+        let next = if self.late.is_some() {
+            self.next_happened()
+        } else {
+            self.scan.next_record()
+        };
+        match next {
+            Ok(Some(r)) => Some(Ok(r)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl Scan {
+    fn open(dir: &Path, query: &Query) -> Result<Scan> {
+        let segments = open_log_dir(dir)?;
+        let reader = LogReader::open_with(
+            dir,
+            ReaderOptions {
+                key: query.key.clone(),
+            },
+        )?;
+        let mut scan = Scan {
+            records: None,
+            decoder: Decoder::new(),
+            query: query.clone(),
+            start: query.from_seq.unwrap_or(0),
+            scan_past_until: query.until_ns.is_some()
+                && query.type_selected(Some(RecordType::Event)),
+            chain_verified: reader.chain_verified(),
+            last_read: None,
+            last_seen: None,
+        };
+        if query.empty_by_bounds() {
+            return Ok(scan);
+        }
+        if let Some(since) = query.since_ns {
+            // A record that happened at or after `since` was written at or after it
+            // (an event is written when it is recorded, or later from the pre-roll
+            // ring; every other record happens when it is written): the range starts at
+            // the first record stamped at or after `since`.
+            match reader.records_by_time(since..)?.next() {
+                Some(r) => scan.start = scan.start.max(r?.seq().0),
+                None => return Ok(scan),
+            }
+        }
+        let dict_start = dictionary_start(&reader, &segments, scan.start)?;
+        let hi = match query.to_seq {
+            Some(to) => Bound::Included(Seq(to)),
+            None => Bound::Unbounded,
+        };
+        scan.records = Some(reader.records((Bound::Included(Seq(dict_start)), hi))?);
+        Ok(scan)
+    }
+
+    fn next_record(&mut self) -> Result<Option<Record>> {
+        let Some(records) = self.records.as_mut() else {
+            return Ok(None);
+        };
+        for raw in records.by_ref() {
+            let raw = raw?;
+            let seq = raw.seq().0;
+            if seq < self.start {
+                self.decoder.learn(&raw)?;
+                continue;
+            }
+            self.last_seen = Some(seq);
+            let tag = raw.record_type();
+            if let Some(until) = self.query.until_ns
+                && raw.ts_ns() > until
+            {
+                // Written after `until`: only an event that happened by then can still
+                // be selected (a pre-roll event, written when its incident was
+                // triggered). The first incident marker written after `until` closes
+                // the only pre-roll that can hold one.
+                if !self.scan_past_until || tag == codec::INCIDENT {
+                    self.records = None;
+                    return Ok(None);
+                }
+                if tag != codec::EVENT {
+                    self.decoder.learn(&raw)?;
+                    continue;
+                }
+            } else {
+                self.last_read = Some((seq, raw.ts_ns()));
+            }
+            if !self.query.type_selected(RecordType::from_tag(tag)) {
+                self.decoder.learn(&raw)?;
+                continue;
+            }
+            let record = self.decoder.decode(&raw)?;
+            if self.query.time_selected(record.happened_ns()) && self.query.kind_matches(&record) {
+                return Ok(Some(record));
+            }
+        }
+        self.records = None;
+        Ok(None)
+    }
+}
+
+/// The first seq of the last segment at or before the one holding `start` that opens
+/// with a dictionary record (or of the first segment): reading from there resolves
+/// every name in use at `start`.
+fn dictionary_start(reader: &LogReader, segments: &[SegmentEntry], start: u64) -> Result<u64> {
+    let holding = segments
+        .partition_point(|s| s.first_seq <= start)
+        .saturating_sub(1);
+    for j in (1..=holding).rev() {
+        let first = segments[j].first_seq;
+        if let Some(r) = reader.records(Seq(first)..=Seq(first))?.next() {
+            let r = r?;
+            if r.record_type() == codec::DICTIONARY {
+                return Ok(first);
+            }
+        }
+    }
+    Ok(segments.first().map_or(0, |s| s.first_seq))
+}
+
+/// Folds the records `query` selects, in the query's order (log order by default),
+/// into a derived state: `f(state, record)` for each. The state at any point in the
+/// log is the fold up to there.
+///
+/// # Errors
+///
+/// As [`Replay::open`], and the first error the iteration meets (damage, a record
+/// that does not decode).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use blackbox::{Config, Event, Recorder};
+/// use blackbox_replay::{Body, Query, RecordType, fold};
+///
+/// let dir = tempfile::tempdir()?;
+/// let recorder = Recorder::open(dir.path(), Config::new())?;
+/// for x in [1.0, 2.0, 4.0] {
+///     recorder.record(&Event::new("arm.move").values(&[("dx", x)]))?;
+/// }
+/// recorder.close()?;
+///
+/// // The arm's position: the sum of its moves.
+/// let query = Query::new().types([RecordType::Event]).kind("arm.*")?;
+/// let x = fold(dir.path(), &query, 0.0, |x, r| match r.body {
+///     Body::Event(e) => x + e.values.iter().map(|(_, v)| v).sum::<f64>(),
+///     _ => x,
+/// })?;
+/// assert_eq!(x, 7.0);
+/// # Ok(())
+/// # }
+/// ```
+pub fn fold<T>(
+    dir: impl AsRef<Path>,
+    query: &Query,
+    init: T,
+    mut f: impl FnMut(T, Record) -> T,
+) -> Result<T> {
+    let mut state = init;
+    for record in Replay::open(dir, query)? {
+        state = f(state, record?);
+    }
+    Ok(state)
+}
