@@ -79,6 +79,20 @@ pub enum Error {
         /// Why it is refused.
         reason: String,
     },
+    /// A file given as an export manifest cannot be read as one.
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An exported file is not what its manifest says.
+    ExportChanged {
+        /// The data file.
+        file: PathBuf,
+        /// The first difference found.
+        what: String,
+    },
     /// An operating-system call failed outside the log (an export file, a key file).
     Io {
         /// What was being done, e.g. `"write export file"`.
@@ -122,6 +136,18 @@ impl fmt::Display for Error {
                 write!(f, "invalid key file {}: {reason}", path.display())
             }
             Error::Kb(e) => e.fmt(f),
+            Error::Manifest { path, reason } => {
+                write!(
+                    f,
+                    "{} is not a readable export manifest: {reason}",
+                    path.display()
+                )
+            }
+            Error::ExportChanged { file, what } => write!(
+                f,
+                "{} is not the file its manifest describes: {what}",
+                file.display()
+            ),
             Error::UnsafeOutput { path, reason } => {
                 write!(f, "refusing to write {}: {reason}", path.display())
             }

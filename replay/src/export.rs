@@ -1,121 +1,60 @@
-//! Export for training data: JSONL, one event a line, and a manifest beside it.
+//! Export for training data: JSONL, one event a line with its export weight, and a
+//! manifest beside it that proves what the file holds and where it came from.
 
+use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use blackbox::LogReader;
 use blackbox::log::ReaderOptions;
-use blackbox::{Digest, LogReader};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::decode::RecordType;
+use crate::decode::{Body, RecordType};
 use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
-use crate::json::{hex, to_json};
+use crate::json::to_json;
+use crate::manifest::{CheckReport, Excluded, ExportManifest, KindRows, manifest_path};
 use crate::output::AtomicFile;
-use crate::query::Query;
+use crate::query::{Order, Query};
 use crate::replay::Replay;
-use crate::time::format_time;
+use crate::weights::Weights;
 
-/// What [`export_jsonl`] wrote: the manifest, also written beside the data file as
-/// `FILE.manifest.json`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ExportManifest {
-    /// The data file.
-    pub file: PathBuf,
-    /// The manifest file (`FILE.manifest.json`).
-    pub manifest_file: PathBuf,
-    /// The query's bounds and kind globs, as given.
-    pub since_ns: Option<u64>,
-    /// See `since_ns`.
-    pub until_ns: Option<u64>,
-    /// See `since_ns`.
-    pub from_seq: Option<u64>,
-    /// See `since_ns`.
-    pub to_seq: Option<u64>,
-    /// See `since_ns`.
-    pub kinds: Vec<String>,
-    /// Events written.
-    pub count: u64,
-    /// Seq of the first event written.
-    pub first_seq: Option<u64>,
-    /// Seq of the last event written.
-    pub last_seq: Option<u64>,
-    /// Content hash of the first event written.
-    pub first_hash: Option<[u8; 32]>,
-    /// Content hash of the last event written.
-    pub last_hash: Option<[u8; 32]>,
-    /// The log's digest when the export started; the export reads no record past it,
-    /// so the digest proves the prefix every exported row came from.
-    pub log_digest: Option<Digest>,
-    /// When the export ran (ns since the epoch).
-    pub created_ns: u64,
-}
-
-impl ExportManifest {
-    /// The manifest as JSON: `format`, `file`, `created_at`, `range` (`since`, `until`,
-    /// `since_ns`, `until_ns`, `from_seq`, `to_seq`), `filters` (`kinds`, `types`),
-    /// `count`, `first_seq`, `last_seq`, `first_hash`, `last_hash` and `log_digest`
-    /// (`SEQ:HASH`, as `blackbox digest` prints it).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "format": "jsonl",
-            "file": self.file.display().to_string(),
-            "created_at": format_time(self.created_ns),
-            "range": {
-                "since": self.since_ns.map(format_time),
-                "until": self.until_ns.map(format_time),
-                "since_ns": self.since_ns,
-                "until_ns": self.until_ns,
-                "from_seq": self.from_seq,
-                "to_seq": self.to_seq,
-            },
-            "filters": {
-                "kinds": self.kinds,
-                "types": [RecordType::Event.name()],
-            },
-            "count": self.count,
-            "first_seq": self.first_seq,
-            "last_seq": self.last_seq,
-            "first_hash": self.first_hash.map(|h| hex(&h)),
-            "last_hash": self.last_hash.map(|h| hex(&h)),
-            "log_digest": self.log_digest.map(|d| d.to_string()),
-        })
-    }
-}
-
-/// The manifest's path for a data file: `FILE.manifest.json`.
-pub(crate) fn manifest_path(out: &Path) -> PathBuf {
-    let mut name = out.as_os_str().to_owned();
-    name.push(".manifest.json");
-    PathBuf::from(name)
+/// How to export, beyond what the [`Query`] selects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExportOptions {
+    /// Also export the events of kinds whose events were summarized or dropped (the
+    /// log holds only those written around incidents), each at weight 1. Left out by
+    /// default: they are not a sample of their stream, and the manifest says so.
+    pub include_unweighted: bool,
 }
 
 /// Exports the events `query` selects (whatever its record types) from the log in
-/// `dir` to `out` as JSONL, one event a line as [`to_json`] renders it (seq, ts,
-/// ts_ns, kind, source, payload, values, weight, tier, hash, ...), and writes the
-/// manifest beside it as `FILE.manifest.json`.
+/// `dir` to `out` as JSONL, one event a line as [`to_json`] renders it, with `weight`
+/// its export weight (ARCHITECTURE.md "Export weights"), and writes the manifest beside
+/// it as `FILE.manifest.json`.
 ///
 /// The log's digest is taken first and the export reads no record past it, so the
 /// manifest's digest covers every row, also while a writer appends. `out` may not lie
 /// inside a log directory nor name anything but a regular file
 /// ([`check_output`](crate::check_output)); each file is written under a temporary
 /// name and renamed into place when complete, so a failed export leaves no partial
-/// file. `progress` is called with the seq of each event written.
+/// file. `progress` is called with the seq of each event read.
 ///
 /// # Errors
 ///
 /// [`Error::UnsafeOutput`]; as [`Replay::open`]; damage or a record that does not
-/// decode in the range; I/O errors writing either file.
+/// decode; I/O errors writing either file.
 pub fn export_jsonl(
     dir: impl AsRef<Path>,
     query: &Query,
     out: &Path,
+    options: &ExportOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
     let manifest_out = manifest_path(out);
     let mut data = AtomicFile::create(out)?;
     let mut manifest_file = AtomicFile::create(&manifest_out)?;
-    let mut manifest = export_rows(dir.as_ref(), query, data.writer(), progress)?;
+    let mut manifest = export_rows(dir.as_ref(), query, options, data.writer(), progress)?;
     manifest.file = data.path().to_owned();
     manifest.manifest_file = manifest_file.path().to_owned();
     let mut text = serde_json::to_vec_pretty(&manifest.to_json())
@@ -141,19 +80,89 @@ pub fn export_jsonl(
 pub fn export_jsonl_to(
     dir: impl AsRef<Path>,
     query: &Query,
+    options: &ExportOptions,
     out: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
     let mut w = BufWriter::new(out);
-    let manifest = export_rows(dir.as_ref(), query, &mut w, progress)?;
+    let manifest = export_rows(dir.as_ref(), query, options, &mut w, progress)?;
     w.flush()
         .map_err(|e| io("write export to", Path::new("-"), e))?;
     Ok(manifest)
 }
 
+/// Checks an export as [`check_export`](crate::check_export) does, then derives it
+/// again from the log in `dir`: the log must still hold the prefix of the manifest's
+/// digest (every checksum and the chain verified), and exporting the manifest's query
+/// up to that digest must give the same bytes. This catches a file whose manifest was
+/// edited along with it.
+///
+/// # Errors
+///
+/// As [`check_export`](crate::check_export); [`Error::ExportChanged`] when the log
+/// gives other bytes; the log's errors (damage, a digest it no longer holds).
+pub fn check_export_against_log(
+    path: &Path,
+    dir: &Path,
+    key: Option<blackbox::ChainKey>,
+) -> Result<CheckReport> {
+    let report = crate::manifest::check_export(path)?;
+    let (_, manifest_file, m) = crate::manifest::resolve_check_paths(path)?;
+    let bad = |reason: &str| Error::Manifest {
+        path: manifest_file.clone(),
+        reason: reason.to_owned(),
+    };
+    let digest: Option<blackbox::Digest> = match m["log"]["digest"].as_str() {
+        Some(text) => Some(
+            text.parse()
+                .map_err(|_| bad("its log digest is not SEQ:HASH"))?,
+        ),
+        None => None,
+    };
+    open_log_dir(dir)?;
+    blackbox_log::verify(dir, key.as_ref(), digest.as_ref())?;
+    let q = &m["query"];
+    let mut query = Query::new().key(key);
+    if let Some(t) = q["since_ns"].as_u64() {
+        query = query.since(t);
+    }
+    if let Some(t) = q["until_ns"].as_u64() {
+        query = query.until(t);
+    }
+    if let Some(s) = q["from_seq"].as_u64() {
+        query = query.from_seq(s);
+    }
+    if let Some(s) = q["to_seq"].as_u64() {
+        query = query.to_seq(s);
+    }
+    for g in q["kinds"].as_array().into_iter().flatten() {
+        query = query.kind(g.as_str().ok_or_else(|| bad("a kind glob is not text"))?)?;
+    }
+    let options = ExportOptions {
+        include_unweighted: q["include_unweighted"].as_bool().unwrap_or(false),
+    };
+    let mut sink = std::io::sink();
+    let again = export_upto(dir, &query, &options, &mut sink, &mut |_| {}, digest)?;
+    if again.blake3 != report.blake3 || again.rows != report.rows {
+        return Err(Error::ExportChanged {
+            file: report.file.clone(),
+            what: format!(
+                "exporting its query from {} up to its digest again gives {} rows with blake3 {}, not the file's {} rows with blake3 {}",
+                dir.display(),
+                again.rows,
+                crate::hex(&again.blake3),
+                report.rows,
+                crate::hex(&report.blake3)
+            ),
+        });
+    }
+    Ok(report)
+}
+
 fn export_rows(
     dir: &Path,
     query: &Query,
+    options: &ExportOptions,
     w: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
@@ -164,45 +173,156 @@ fn export_rows(
             key: query.chain_key().cloned(),
         },
     )?;
-    let log_digest = reader.digest()?;
+    let digest = reader.digest()?;
+    export_upto(dir, query, options, w, progress, digest)
+}
+
+/// The export of `query` from the records up to `digest`.
+fn export_upto(
+    dir: &Path,
+    query: &Query,
+    options: &ExportOptions,
+    w: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+    digest: Option<blackbox::Digest>,
+) -> Result<ExportManifest> {
+    let mut w = Hashing::new(w);
     let mut manifest = ExportManifest {
         file: PathBuf::new(),
         manifest_file: PathBuf::new(),
+        log_dir: dir.to_owned(),
         since_ns: query.since_bound(),
         until_ns: query.until_bound(),
         from_seq: query.from_seq_bound(),
         to_seq: query.to_seq_bound(),
         kinds: query.kind_globs().to_vec(),
-        count: 0,
+        include_unweighted: options.include_unweighted,
+        rows: 0,
+        bytes: 0,
+        blake3: [0; 32],
         first_seq: None,
         last_seq: None,
         first_hash: None,
         last_hash: None,
-        log_digest,
+        per_kind: BTreeMap::new(),
+        excluded: BTreeMap::new(),
+        accounting: Default::default(),
+        unreconciled: Vec::new(),
+        last_accounting_seq: None,
+        unrepresented: BTreeMap::new(),
+        log_digest: digest,
+        chain_verified: true,
         created_ns: now_ns(),
     };
     let target = Path::new("export file");
-    if let Some(digest) = log_digest {
+    if let Some(digest) = digest {
+        let weights = Weights::compute(dir, query.chain_key().cloned(), digest.seq, query)?;
         let bound = query
             .to_seq_bound()
             .map_or(digest.seq, |s| s.min(digest.seq));
-        let q = query.clone().types([RecordType::Event]).to_seq(bound);
-        for r in Replay::open(dir, &q)? {
+        let q = query
+            .clone()
+            .types([RecordType::Event])
+            .to_seq(bound)
+            .order(Order::Log);
+        let replay = Replay::open(dir, &q)?;
+        manifest.chain_verified = replay.chain_verified();
+        for r in replay {
             let r = r?;
-            serde_json::to_writer(&mut *w, &to_json(&r))
-                .map_err(|e| io("write", target, e.into()))?;
+            progress(r.seq);
+            let Body::Event(e) = &r.body else { continue };
+            let weight = match weights.weight(r.seq, &e.kind, e.tier, e.weight) {
+                Some(w) => w,
+                None if options.include_unweighted => 1.0,
+                None => {
+                    let x = manifest
+                        .excluded
+                        .entry(e.kind.clone())
+                        .or_insert_with(|| Excluded {
+                            rows: 0,
+                            reason: unweighted_reason(weights.unweighted().get(&e.kind)),
+                        });
+                    x.rows += 1;
+                    continue;
+                }
+            };
+            let mut row = to_json(&r);
+            if let Value::Object(o) = &mut row {
+                o.insert("weight".into(), weight.into());
+            }
+            serde_json::to_writer(&mut w, &row).map_err(|e| io("write", target, e.into()))?;
             w.write_all(b"\n").map_err(|e| io("write", target, e))?;
-            manifest.count += 1;
+            manifest.rows += 1;
             if manifest.first_seq.is_none() {
                 manifest.first_seq = Some(r.seq);
                 manifest.first_hash = Some(r.hash);
             }
             manifest.last_seq = Some(r.seq);
             manifest.last_hash = Some(r.hash);
-            progress(r.seq);
+            let k = manifest.per_kind.entry(e.kind.clone()).or_insert(KindRows {
+                rows: 0,
+                weight_sum: 0.0,
+            });
+            k.rows += 1;
+            k.weight_sum += weight;
+        }
+        manifest.accounting = weights.range_accounting().clone();
+        manifest.unreconciled = weights.unreconciled().to_vec();
+        manifest.last_accounting_seq = weights.last_accounting_seq();
+        manifest.unrepresented = weights.unrepresented();
+    }
+    manifest.bytes = w.bytes;
+    manifest.blake3 = *w.hasher.finalize().as_bytes();
+    Ok(manifest)
+}
+
+/// Why an unweighted kind's rows are left out.
+fn unweighted_reason(c: Option<&blackbox::Counters>) -> String {
+    let Some(c) = c else {
+        return "its events were summarized or dropped".to_owned();
+    };
+    let mut what = Vec::new();
+    if c.summarized > 0 {
+        what.push(format!("{} summarized", c.summarized));
+    }
+    if c.dropped > 0 {
+        what.push(format!("{} dropped", c.dropped));
+    }
+    format!(
+        "of its {} events, {}: the log holds only those written around incidents, which are not a sample of the stream (--include-unweighted exports them at weight 1)",
+        c.seen,
+        what.join(" and ")
+    )
+}
+
+/// A writer that counts and hashes what passes through it.
+struct Hashing<'a> {
+    inner: &'a mut dyn Write,
+    hasher: blake3::Hasher,
+    bytes: u64,
+}
+
+impl<'a> Hashing<'a> {
+    fn new(inner: &'a mut dyn Write) -> Hashing<'a> {
+        Hashing {
+            inner,
+            hasher: blake3::Hasher::new(),
+            bytes: 0,
         }
     }
-    Ok(manifest)
+}
+
+impl Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {

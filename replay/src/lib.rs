@@ -14,7 +14,8 @@
 //!   for hosts that read the log themselves.
 //! - [`to_json`]: a record as the JSON object `blackbox replay --json` prints.
 //! - [`stats()`], [`export_jsonl`]: the log's totals, and the JSONL export with its
-//!   manifest.
+//!   manifest; [`Weights`]: the export weights, computed from the log;
+//!   [`check_export`]: whether an exported file is still what its manifest says.
 //! - [`state_at`]: time travel: the working memory of the last checkpoint, the
 //!   knowledge base and the accounting totals at any point in time; [`kb_view`]: the
 //!   knowledge base rebuilt from the log, for reading without the writer's lock.
@@ -54,24 +55,30 @@ mod error;
 mod export;
 mod inputs;
 mod json;
+mod manifest;
 mod output;
 mod query;
 mod replay;
 mod state;
 mod stats;
 mod time;
+mod weights;
 
 pub use decode::{
     Accounting, Body, Checkpoint, Decoder, Dictionary, Event, Incident, KbCommit, Payload, Record,
     RecordType, Summary, ValueSummary, record_hash,
 };
 pub use error::{Error, Result};
-pub use export::{ExportManifest, export_jsonl, export_jsonl_to};
+pub use export::{ExportOptions, check_export_against_log, export_jsonl, export_jsonl_to};
 pub use inputs::{open_log_dir, read_key_file};
 pub use json::{hex, to_json};
+pub use manifest::{
+    CheckReport, Excluded, ExportManifest, KindRows, MANIFEST_VERSION, check_export,
+};
 pub use output::{AtomicFile, check_output};
 pub use query::{Order, Query};
 pub use replay::{Replay, fold};
 pub use state::{State, TempView, fact_json, kb_view, state_at};
 pub use stats::{LogStats, stats};
 pub use time::{format_time, parse_duration, parse_size, parse_time};
+pub use weights::{RangeAccounting, Unreconciled, Weights};

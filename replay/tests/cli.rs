@@ -533,15 +533,17 @@ fn export_writes_events_and_a_manifest_whose_digest_is_the_logs() {
     let digest = ok(&blackbox(&["digest", "--dir", s(&dir)]))
         .trim()
         .to_owned();
-    assert_eq!(manifest["log_digest"], digest.as_str());
-    assert_eq!(manifest["count"], 5);
+    assert_eq!(manifest["log"]["digest"], digest.as_str());
+    assert_eq!(manifest["rows"], 5);
+    assert_eq!(manifest["file"]["rows"], 5);
+    assert_eq!(manifest["file"]["path"], "train.jsonl");
     assert_eq!(manifest["format"], "jsonl");
     assert_eq!(manifest["first_hash"], rows[0]["hash"]);
     assert_eq!(manifest["last_hash"], rows[4]["hash"]);
     assert_eq!(manifest["first_seq"], rows[0]["seq"]);
     assert_eq!(manifest["last_seq"], rows[4]["seq"]);
-    assert_eq!(manifest["filters"]["kinds"], json!(["arm.*"]));
-    assert_eq!(manifest["range"]["since"], Value::Null);
+    assert_eq!(manifest["query"]["kinds"], json!(["arm.*"]));
+    assert_eq!(manifest["query"]["since"], Value::Null);
 
     // A time range, recorded in the manifest.
     let since = rows[1]["ts"].as_str().unwrap().to_owned();
@@ -576,9 +578,9 @@ fn export_writes_events_and_a_manifest_whose_digest_is_the_logs() {
         .cloned()
         .collect();
     assert!(expected.len() >= 3);
-    assert_eq!(m["count"], expected.len());
-    assert_eq!(m["range"]["since"], since.as_str());
-    assert_eq!(m["range"]["until_ns"], rows[3]["ts_ns"]);
+    assert_eq!(m["rows"], expected.len());
+    assert_eq!(m["query"]["since"], since.as_str());
+    assert_eq!(m["query"]["until_ns"], rows[3]["ts_ns"]);
     let part = json_lines(&fs::read_to_string(&out2).unwrap());
     assert_eq!(part, expected);
     assert!(

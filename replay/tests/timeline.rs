@@ -89,13 +89,27 @@ fn a_time_range_before_a_trigger_finds_the_pre_roll_events_that_happened_in_it()
         .collect();
     assert!(parsed.windows(2).all(|w| w[0] + 5 * MS == w[1]), "{text}");
     assert!(text.lines().all(|l| l.contains("written +")), "{text}");
-    // The export finds the same events.
+    // The export finds the same events. sensor.imu is summarized, so its events are
+    // left out unless asked for (they are not a sample of the stream), and the manifest
+    // says how many.
     let out = tmp.path().join("imu.jsonl");
     let mut args = vec!["export", "--dir", s(&dir), "--out", s(&out)];
     args.extend_from_slice(&range[..6]);
     ok(&blackbox(&args));
+    assert_eq!(fs::read_to_string(&out).unwrap(), "");
+    let manifest: Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("imu.jsonl.manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        manifest["excluded"]["sensor.imu"]["rows"], 201,
+        "{manifest}"
+    );
+    args.push("--include-unweighted");
+    ok(&blackbox(&args));
     let rows = json_lines(&fs::read_to_string(&out).unwrap());
     assert_eq!(rows.len(), 201);
+    assert!(rows.iter().all(|r| r["weight"] == 1.0));
 }
 
 #[test]

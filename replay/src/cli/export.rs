@@ -1,11 +1,14 @@
-//! `blackbox export`: events as JSON lines, with a manifest beside the file.
+//! `blackbox export`: events as JSON lines with their weights, and a manifest beside the
+//! file; `export --check` proves a file is still what its manifest says.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use blackbox::LogReader;
+use blackbox_replay::{ExportManifest, ExportOptions, hex};
+use serde_json::json;
 
-use super::{CliError, DirArg, glob_arg, key_from, line, progress_bar, time_arg, warn_unverified};
+use super::{CliError, glob_arg, key_from, line, progress_bar, time_arg, warn_unverified};
 
 /// The export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -15,11 +18,13 @@ pub enum Format {
 }
 
 /// Export events as JSON lines (seq, ts, kind, source, payload, values, weight, tier,
-/// hash), and FILE.manifest.json beside the file.
+/// hash), and FILE.manifest.json beside the file; or check an exported file against its
+/// manifest.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[command(flatten)]
-    dir: DirArg,
+    /// The log directory (with --check: also derive the file again from this log).
+    #[arg(long, value_name = "DIR", required_unless_present = "check")]
+    dir: Option<PathBuf>,
     /// The file format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
@@ -31,14 +36,28 @@ pub struct Args {
     /// epoch).
     #[arg(long, value_name = "T", value_parser = time_arg)]
     until: Option<u64>,
-    /// Only events whose kind matches this glob (repeatable; `*` crosses dots).
+    /// Only events whose kind matches this glob (repeatable; `*` crosses dots; `!GLOB`
+    /// excludes).
     #[arg(long = "kind", value_name = "GLOB", value_parser = glob_arg)]
     kinds: Vec<String>,
+    /// Also export the events of summarized and dropped kinds (the log holds only those
+    /// written around incidents), at weight 1; left out by default.
+    #[arg(long)]
+    include_unweighted: bool,
     /// The data file to write (replaced if it exists, never inside a log directory), or
     /// `-` for stdout (then no manifest file is written).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "check",
+        conflicts_with = "check"
+    )]
+    out: Option<PathBuf>,
+    /// Check an exported FILE (or its FILE.manifest.json) against its manifest; with
+    /// --dir, also derive it again from the log. Exit 0 only if nothing changed.
     #[arg(long, value_name = "FILE")]
-    out: PathBuf,
-    /// Print the manifest as one JSON object instead of a sentence.
+    check: Option<PathBuf>,
+    /// Print the manifest (or the check's report) as one JSON object.
     #[arg(long)]
     json: bool,
     /// The chain key file of a keyed log, to verify its chain while reading.
@@ -49,7 +68,14 @@ pub struct Args {
 /// Runs `blackbox export`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let Format::Jsonl = args.format;
-    let dir = &args.dir.dir;
+    if let Some(path) = &args.check {
+        return check(&args, path);
+    }
+    let (Some(dir), Some(out_path)) = (&args.dir, &args.out) else {
+        return Err(CliError::new(
+            "export needs --dir and --out (or --check FILE): see `blackbox export --help`",
+        ));
+    };
     let key = key_from(args.key_file.as_deref())?;
     let query = super::replay::query(args.since, args.until, None, None, &args.kinds)?.key(key);
     blackbox_replay::open_log_dir(dir)?;
@@ -69,13 +95,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if !verified {
         warn_unverified(dir);
     }
-    let to_stdout = args.out.as_os_str() == "-";
+    let options = ExportOptions {
+        include_unweighted: args.include_unweighted,
+    };
+    let to_stdout = out_path.as_os_str() == "-";
     let bar = progress_bar(
         end,
         if to_stdout {
             "exporting to stdout".to_owned()
         } else {
-            format!("exporting to {}", args.out.display())
+            format!("exporting to {}", out_path.display())
         },
     );
     // Cheap: the bar redraws at most a few times a second.
@@ -83,9 +112,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let result = if to_stdout {
         let stdout = io::stdout();
         let mut lock = stdout.lock();
-        blackbox_replay::export_jsonl_to(dir, &query, &mut lock, &mut progress)
+        blackbox_replay::export_jsonl_to(dir, &query, &options, &mut lock, &mut progress)
     } else {
-        blackbox_replay::export_jsonl(dir, &query, &args.out, &mut progress)
+        blackbox_replay::export_jsonl(dir, &query, out_path, &options, &mut progress)
     };
     bar.finish_and_clear();
     let manifest = match result {
@@ -96,20 +125,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         other => other?,
     };
-    let range = match (manifest.first_seq, manifest.last_seq) {
-        (Some(a), Some(b)) => format!(" (seq {a}..={b})"),
-        _ => String::new(),
-    };
-    let digest = manifest
-        .log_digest
-        .map_or_else(|| "none (empty log)".to_owned(), |d| d.to_string());
+    let said = summary(&manifest, to_stdout);
     if to_stdout {
         // Stdout holds the rows: the summary goes to stderr.
-        let _ = writeln!(
-            io::stderr().lock(),
-            "blackbox: exported {} events{range} to stdout (no manifest file); log digest {digest}",
-            manifest.count
-        );
+        let _ = writeln!(io::stderr().lock(), "blackbox: {said}");
         return Ok(());
     }
     let stdout = io::stdout();
@@ -117,15 +136,87 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if args.json {
         line(&mut out, manifest.to_json())?;
     } else {
+        line(&mut out, said)?;
+    }
+    out.flush().map_err(super::stdout_error)
+}
+
+/// The sentence that says what an export wrote.
+fn summary(m: &ExportManifest, to_stdout: bool) -> String {
+    let range = match (m.first_seq, m.last_seq) {
+        (Some(a), Some(b)) => format!(" (seq {a}..={b})"),
+        _ => String::new(),
+    };
+    let digest = m
+        .log_digest
+        .map_or_else(|| "none (empty log)".to_owned(), |d| d.to_string());
+    let to = if to_stdout {
+        "stdout (no manifest file)".to_owned()
+    } else {
+        format!(
+            "{}; manifest {}",
+            m.file.display(),
+            m.manifest_file.display()
+        )
+    };
+    let mut s = format!(
+        "exported {} events{range} to {to}; log digest {digest}",
+        m.rows
+    );
+    if !m.excluded.is_empty() {
+        let left: Vec<String> = m
+            .excluded
+            .iter()
+            .map(|(k, e)| format!("{k} ({} rows)", e.rows))
+            .collect();
+        s.push_str(&format!(
+            "; left out, summarized or dropped kinds without weights: {} (--include-unweighted exports them)",
+            left.join(", ")
+        ));
+    }
+    s
+}
+
+/// `export --check FILE [--dir D]`.
+fn check(args: &Args, path: &std::path::Path) -> Result<(), CliError> {
+    let key = key_from(args.key_file.as_deref())?;
+    let report = match &args.dir {
+        Some(dir) => blackbox_replay::check_export_against_log(path, dir, key)?,
+        None => blackbox_replay::check_export(path)?,
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
         line(
             &mut out,
-            format!(
-                "exported {} events{range} to {}; manifest {}; log digest {digest}",
-                manifest.count,
-                manifest.file.display(),
-                manifest.manifest_file.display()
-            ),
+            json!({
+                "matches": true,
+                "file": report.file.display().to_string(),
+                "manifest": report.manifest_file.display().to_string(),
+                "rows": report.rows,
+                "bytes": report.bytes,
+                "blake3": hex(&report.blake3),
+                "log_digest": report.log_digest,
+                "derived_from_log": args.dir.as_ref().map(|d| d.display().to_string()),
+            }),
         )?;
+    } else {
+        let mut s = format!(
+            "{} matches its manifest {}: {} rows, {} bytes, blake3 {}",
+            report.file.display(),
+            report.manifest_file.display(),
+            report.rows,
+            report.bytes,
+            hex(&report.blake3)
+        );
+        if let Some(dir) = &args.dir {
+            s.push_str(&format!(
+                "; derived again from {} up to digest {}, identical",
+                dir.display(),
+                report.log_digest.as_deref().unwrap_or("none")
+            ));
+        }
+        line(&mut out, s)?;
     }
     out.flush().map_err(super::stdout_error)
 }

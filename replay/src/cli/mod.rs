@@ -184,6 +184,13 @@ pub fn describe(e: &Error) -> String {
             format!("{e}: give a file holding the 32-byte key, raw or as 64 hex digits")
         }
         Error::Io { .. } => format!("{e}: check the path and its permissions"),
+        Error::UnsafeOutput { .. } => format!("{e}: choose another --out"),
+        Error::ExportChanged { .. } => {
+            format!("{e}: it changed after the export; export it again from the log")
+        }
+        Error::Manifest { .. } => {
+            format!("{e}: give the data file or the FILE.manifest.json that export wrote")
+        }
         Error::Kb(blackbox::kb::Error::View { .. }) => {
             format!("{e}; `blackbox kb rebuild` rebuilds it")
         }

@@ -1,0 +1,125 @@
+//! `blackbox export --check`: a manifest proves what its file holds. An edited, appended
+//! or truncated file is caught with a sentence that says what differs; with `--dir`, a
+//! file forged along with its manifest is caught by deriving it again from the log.
+
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::{blackbox, fails, ok, record, s};
+use serde_json::Value;
+
+fn exported(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = tmp.join("log");
+    let input: String = (0..30)
+        .map(|i| {
+            format!(
+                "{{\"kind\":\"arm.move\",\"payload\":{{\"i\":{i}}},\"values\":{{\"x\":{i}}}}}\n"
+            )
+        })
+        .collect();
+    ok(&record(&dir, &input, &[]));
+    let out = tmp.join("train.jsonl");
+    ok(&blackbox(&["export", "--dir", s(&dir), "--out", s(&out)]));
+    (dir, out)
+}
+
+fn check(file: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["export", "--check", s(file)];
+    args.extend_from_slice(extra);
+    blackbox(&args)
+}
+
+#[test]
+fn an_untouched_export_checks_by_its_file_or_its_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, out) = exported(tmp.path());
+    let said = ok(&check(&out, &[]));
+    assert!(said.contains("matches its manifest"), "{said}");
+    assert!(said.contains("30 rows"), "{said}");
+    let manifest = tmp.path().join("train.jsonl.manifest.json");
+    ok(&check(&manifest, &[]));
+    let said = ok(&check(&out, &["--dir", s(&dir)]));
+    assert!(said.contains("derived again from"), "{said}");
+    let report: Value = serde_json::from_str(&ok(&check(&out, &["--json"]))).unwrap();
+    assert_eq!(report["matches"], true);
+    assert_eq!(report["rows"], 30);
+    // What the manifest carries: the file's blake3 (as b3sum would compute it), its
+    // rows, the query, the tool's version, the accounting and the log's digest.
+    let m: Value = serde_json::from_str(&fs::read_to_string(&manifest).unwrap()).unwrap();
+    let bytes = fs::read(&out).unwrap();
+    assert_eq!(m["file"]["blake3"], blake3::hash(&bytes).to_hex().as_str());
+    assert_eq!(m["file"]["bytes"], bytes.len());
+    assert_eq!(m["file"]["rows"], 30);
+    assert_eq!(m["tool"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(m["query"]["kinds"], serde_json::json!([]));
+    assert_eq!(m["accounting"]["kinds"]["arm.move"]["seen"], 30);
+    assert!(m["policy"].as_str().unwrap().contains("not recorded"));
+    let digest = ok(&blackbox(&["digest", "--dir", s(&dir)]));
+    assert_eq!(m["log"]["digest"], digest.trim());
+}
+
+#[test]
+fn an_edited_appended_or_truncated_export_fails_its_check() {
+    // Editing rows once still passed the documented check (the manifest held only the
+    // log's digest and the first and last hashes).
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, out) = exported(tmp.path());
+    let original = fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = original.lines().collect();
+    let edited = original.replacen("\"x\":7.0", "\"x\":8.0", 1);
+    assert_ne!(edited, original);
+    let appended = format!("{original}{}\n", lines[3]);
+    let truncated: String = lines[..29].iter().map(|l| format!("{l}\n")).collect();
+    let reweighted = original.replacen("\"weight\":1.0", "\"weight\":2.0", 1);
+    for (name, text, needle) in [
+        ("edited", edited, "blake3"),
+        ("appended", appended, "bytes"),
+        ("truncated", truncated, "bytes"),
+        ("reweighted", reweighted, "blake3"),
+    ] {
+        fs::write(&out, &text).unwrap();
+        let out_ = check(&out, &[]);
+        let err = fails(&out_);
+        assert_eq!(out_.status.code(), Some(1), "{name}");
+        assert!(
+            err.contains("is not the file its manifest describes") && err.contains(needle),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_file_forged_with_its_manifest_is_caught_against_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, out) = exported(tmp.path());
+    let manifest_path = tmp.path().join("train.jsonl.manifest.json");
+    // Change one value and rewrite the manifest's hash to match: the file alone checks.
+    let forged = fs::read_to_string(&out)
+        .unwrap()
+        .replacen("\"x\":7.0", "\"x\":9.0", 1);
+    fs::write(&out, &forged).unwrap();
+    let mut m: Value = serde_json::from_str(&fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    m["file"]["blake3"] = blake3::hash(forged.as_bytes()).to_hex().as_str().into();
+    fs::write(&manifest_path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    ok(&check(&out, &[]));
+    // Derived again from the log, it is not the same file.
+    let err = fails(&check(&out, &["--dir", s(&dir)]));
+    assert!(err.contains("exporting its query"), "{err}");
+    assert!(err.contains("not the file's"), "{err}");
+}
+
+#[test]
+fn check_refuses_what_is_not_a_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, out) = exported(tmp.path());
+    let manifest_path = tmp.path().join("train.jsonl.manifest.json");
+    fs::write(&manifest_path, "{not json").unwrap();
+    let err = fails(&check(&out, &[]));
+    assert!(err.contains("not a readable export manifest"), "{err}");
+    let err = fails(&check(&tmp.path().join("missing.jsonl"), &[]));
+    assert!(err.contains("missing.jsonl.manifest.json"), "{err}");
+}
