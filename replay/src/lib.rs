@@ -80,5 +80,5 @@ pub use query::{Order, Query};
 pub use replay::{Replay, fold};
 pub use state::{State, TempView, fact_json, kb_view, state_at};
 pub use stats::{LogStats, stats};
-pub use time::{format_time, parse_duration, parse_size, parse_time};
+pub use time::{format_time, parse_duration, parse_size, parse_time, parse_time_at};
 pub use weights::{RangeAccounting, Unreconciled, Weights};

@@ -4,48 +4,80 @@ use jiff::Timestamp;
 
 use crate::error::{Error, Result};
 
-/// Parses a time: RFC 3339 (`2026-11-30T12:00:00.5Z`, `2026-11-30T13:00:00+01:00`) or
-/// an integer count of nanoseconds since the Unix epoch (`1764504000000000000`).
-/// Returns nanoseconds since the epoch.
+/// Parses a time: RFC 3339 (`2026-11-30T12:00:00.5Z`, `2026-11-30T13:00:00+01:00`), an
+/// integer count of nanoseconds since the Unix epoch (`1764504000000000000`), `now`, or
+/// a duration before now (`-5s`, `-10m`, `-1.5h`), on the system clock. Returns
+/// nanoseconds since the epoch.
 ///
 /// # Errors
 ///
-/// [`Error::InvalidTime`] naming the text and why: not RFC 3339 (a date without a time
-/// or an offset is ambiguous and refused), before the epoch, or past what 64-bit
+/// [`Error::InvalidTime`] naming the text and why: none of these forms (a date without
+/// a time or an offset is ambiguous and refused), before the epoch, or past what 64-bit
 /// nanoseconds hold (the year 2554).
 ///
 /// ```
 /// use blackbox_replay::parse_time;
 /// assert_eq!(parse_time("1970-01-01T00:00:01Z").unwrap(), 1_000_000_000);
 /// assert_eq!(parse_time("42").unwrap(), 42);
+/// assert!(parse_time("-5s").unwrap() < parse_time("now").unwrap());
 /// assert!(parse_time("yesterday").is_err());
 /// ```
 pub fn parse_time(text: &str) -> Result<u64> {
+    parse_time_at(text, now_ns())
+}
+
+/// [`parse_time`] with `now` given (ns since the epoch), for relative times.
+///
+/// # Errors
+///
+/// As [`parse_time`].
+pub fn parse_time_at(text: &str, now_ns: u64) -> Result<u64> {
     let invalid = |reason: String| Error::InvalidTime {
         input: text.to_owned(),
         reason,
     };
+    const EXPECTED: &str = "expected RFC 3339 with a time and an offset (like 2026-11-30T12:00:00Z), integer nanoseconds since the epoch, `now`, or a duration before now (like -5m)";
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err(invalid(
-            "empty: expected RFC 3339 (like 2026-11-30T12:00:00Z) or integer nanoseconds since the epoch".to_owned(),
-        ));
+        return Err(invalid(format!("it is empty: {EXPECTED}")));
+    }
+    if trimmed == "now" {
+        return Ok(now_ns);
+    }
+    if let Some(ago) = trimmed.strip_prefix('-') {
+        let ns = crate::parse_duration(ago).map_err(|e| match e {
+            Error::InvalidDuration { reason, .. } => invalid(format!(
+                "a time before now is a duration after `-`, like -5m: {reason}"
+            )),
+            other => invalid(other.to_string()),
+        })?;
+        return now_ns
+            .checked_sub(ns)
+            .ok_or_else(|| invalid("it is before the Unix epoch".to_owned()));
     }
     if trimmed.bytes().all(|b| b.is_ascii_digit()) {
         return trimmed.parse::<u64>().map_err(|_| {
-            invalid("too large: integer nanoseconds since the epoch fit in 64 bits".to_owned())
+            invalid(
+                "it is too large: integer nanoseconds since the epoch fit in 64 bits".to_owned(),
+            )
         });
     }
-    let ts: Timestamp = trimmed.parse().map_err(|e: jiff::Error| {
-        invalid(format!(
-            "expected RFC 3339 with a time and an offset (like 2026-11-30T12:00:00Z) or integer nanoseconds since the epoch ({e})"
-        ))
-    })?;
+    // jiff's own message names its parser's steps: the reason given is ours.
+    let ts: Timestamp = trimmed
+        .parse()
+        .map_err(|_: jiff::Error| invalid(format!("it is not a valid time: {EXPECTED}")))?;
     let ns = ts.as_nanosecond();
     if ns < 0 {
         return Err(invalid("it is before the Unix epoch".to_owned()));
     }
     u64::try_from(ns).map_err(|_| invalid("it is after 2554, past 64-bit nanoseconds".to_owned()))
+}
+
+/// The system clock, in ns since the epoch (0 before the epoch).
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Formats nanoseconds since the epoch as RFC 3339 in UTC with nine fractional digits,
@@ -125,6 +157,21 @@ mod tests {
     }
 
     #[test]
+    fn relative_times_count_back_from_now() {
+        let now = 1_764_504_000_000_000_000;
+        assert_eq!(parse_time_at("now", now).ok(), Some(now));
+        assert_eq!(parse_time_at("-5s", now).ok(), Some(now - 5_000_000_000));
+        assert_eq!(
+            parse_time_at(" -1.5m ", now).ok(),
+            Some(now - 90_000_000_000)
+        );
+        assert_eq!(parse_time_at("-250ms", now).ok(), Some(now - 250_000_000));
+        let err = parse_time_at("-5", now).err().map(|e| e.to_string());
+        assert!(err.as_deref().is_some_and(|e| e.contains("-5m")), "{err:?}");
+        assert!(parse_time_at("-1000000h", 5).is_err());
+    }
+
+    #[test]
     fn bad_times_are_refused_with_the_text() {
         for bad in [
             "",
@@ -138,6 +185,8 @@ mod tests {
                 .map(|e| e.to_string())
                 .unwrap_or_default();
             assert!(err.contains("invalid time"), "{bad:?}: {err}");
+            // The reason is ours, not the parser's.
+            assert!(!err.contains("parse"), "{bad:?}: {err}");
         }
     }
 }

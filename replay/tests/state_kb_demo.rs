@@ -1359,7 +1359,7 @@ fn kb_refuses_bad_input_naming_the_field_and_commits_nothing() {
         (
             &["put", "k", "two", "--evidence", &e0],
             1,
-            &["VALUE_JSON", "not JSON"],
+            &["VALUE_JSON", "not valid JSON"],
         ),
         (
             &["put", "k", "2", "--evidence", &e0, "--conditions", "[1]"],
@@ -1377,7 +1377,7 @@ fn kb_refuses_bad_input_naming_the_field_and_commits_nothing() {
                 "{\"a\":",
             ],
             1,
-            &["--conditions", "not JSON"],
+            &["--conditions", "not valid JSON"],
         ),
         (
             &["refute", "k", "2", "--evidence", &e0, "--reason", "r"],
@@ -1420,7 +1420,7 @@ fn kb_refuses_bad_input_naming_the_field_and_commits_nothing() {
         (
             &["matching", "--context", "level"],
             1,
-            &["--context", "not JSON"],
+            &["--context", "not valid JSON"],
         ),
     ];
     for (args, code, names) in cases {

@@ -44,6 +44,10 @@ pub struct Args {
     /// same run.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+    /// Print the review as one JSON object: the incident, the state at the trigger,
+    /// each kind's totals, the knowledge-base commits and the verify result.
+    #[arg(long)]
+    json: bool,
 }
 
 type Res<T> = Result<T, CliError>;
@@ -70,6 +74,11 @@ pub fn run(args: Args) -> Res<()> {
         seed,
     };
     let mut out = io::stdout().lock();
+    if args.json {
+        simulate(&dir, &run)?;
+        line(&mut out, review_json(&dir, &run)?)?;
+        return out.flush().map_err(super::stdout_error);
+    }
     line(
         &mut out,
         format!(
@@ -418,8 +427,57 @@ fn short(payload: &Payload) -> String {
     }
 }
 
-fn review(out: &mut impl Write, dir: &Path, run: &Run) -> Res<()> {
-    let incident = Replay::open(dir, &Query::new().types([RecordType::Incident]))?
+/// The review as one JSON object: what the text review prints, read back the same way.
+fn review_json(dir: &Path, run: &Run) -> Res<serde_json::Value> {
+    let (marker, inc) = incident(dir)?;
+    let state = state_at(dir, inc.trigger_ts_ns, None)?;
+    let stats = blackbox_replay::stats(dir, None)?;
+    let view = kb_view(dir, None)?;
+    let commits: Vec<serde_json::Value> = view
+        .log(..)?
+        .into_iter()
+        .map(|c| {
+            json!({
+                "version": c.record.version,
+                "time": format_time(c.time_ns),
+                "seq": c.seq,
+                "op": c.record.op.to_string(),
+                "outcome": c.record.outcome.name(),
+                "evidence": c.record.provenance,
+                "message": c.record.message,
+            })
+        })
+        .collect();
+    let report = blackbox::log::verify(dir, None, None)
+        .map_err(|e| CliError::new(super::describe_log(&e)))?;
+    Ok(json!({
+        "dir": dir.display().to_string(),
+        "seed": run.seed,
+        "incident": {
+            "marker_seq": marker,
+            "trigger_seq": inc.trigger_seq,
+            "trigger_kind": inc.trigger_kind,
+            "trigger_ts": format_time(inc.trigger_ts_ns),
+            "trigger_ts_ns": inc.trigger_ts_ns,
+            "preroll_start_ns": inc.preroll_start_ns,
+            "postroll_end_ns": inc.postroll_end_ns,
+            "preroll_events": inc.preroll_events,
+        },
+        "state_at_trigger": state.to_json(),
+        "stats": stats.to_json(),
+        "kb_commits": commits,
+        "verify": {
+            "intact": true,
+            "records": report.records,
+            "segments": report.segments,
+            "digest": report.last.map(|d| d.to_string()),
+        },
+    }))
+}
+
+/// The demo's incident marker: its seq and content.
+fn incident(dir: &Path) -> Res<(u64, blackbox_replay::Incident)> {
+    Replay::open(dir, &Query::new().types([RecordType::Incident]))?
         .find_map(|r| match r {
             Ok(r) => match r.body {
                 Body::Incident(i) => Some(Ok((r.seq, i))),
@@ -430,8 +488,11 @@ fn review(out: &mut impl Write, dir: &Path, run: &Run) -> Res<()> {
         .transpose()?
         .ok_or_else(|| {
             CliError::new("the demo's log holds no incident marker: this is a bug in blackbox")
-        })?;
-    let (marker_seq, inc) = incident;
+        })
+}
+
+fn review(out: &mut impl Write, dir: &Path, run: &Run) -> Res<()> {
+    let (marker_seq, inc) = incident(dir)?;
     let trigger_ts = inc.trigger_ts_ns;
     line(out, "")?;
     line(

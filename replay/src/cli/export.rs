@@ -8,7 +8,8 @@ use blackbox::LogReader;
 use blackbox_replay::{ExportManifest, ExportOptions, hex};
 use serde_json::json;
 
-use super::{CliError, glob_arg, key_from, line, progress_bar, time_arg, warn_unverified};
+use super::range::{RangeArgs, explain_empty};
+use super::{CliError, glob_arg, key_from, line, progress_bar, warn_unverified};
 
 /// The export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -28,14 +29,8 @@ pub struct Args {
     /// The file format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
-    /// Events that happened at or after this time (RFC 3339 or integer ns since the
-    /// epoch).
-    #[arg(long, value_name = "T", value_parser = time_arg)]
-    since: Option<u64>,
-    /// Events that happened at or before this time (RFC 3339 or integer ns since the
-    /// epoch).
-    #[arg(long, value_name = "T", value_parser = time_arg)]
-    until: Option<u64>,
+    #[command(flatten)]
+    range: RangeArgs,
     /// Only events whose kind matches this glob (repeatable; `*` crosses dots; `!GLOB`
     /// excludes).
     #[arg(long = "kind", value_name = "GLOB", value_parser = glob_arg)]
@@ -77,8 +72,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ));
     };
     let key = key_from(args.key_file.as_deref())?;
-    let query = super::replay::query(args.since, args.until, None, None, &args.kinds)?.key(key);
     blackbox_replay::open_log_dir(dir)?;
+    let (since, until) = args.range.resolve(dir, key.as_ref())?;
+    let query = super::replay::query(since, until, None, None, &args.kinds)?.key(key.clone());
     // The bar runs over seqs up to the log's end when the export starts.
     let (verified, end) = match LogReader::open_with(
         dir,
@@ -125,6 +121,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         other => other?,
     };
+    let exported: std::collections::BTreeSet<String> = manifest
+        .per_kind
+        .keys()
+        .chain(manifest.excluded.keys())
+        .cloned()
+        .collect();
+    explain_empty(dir, key, &query, manifest.rows, &exported);
     let said = summary(&manifest, to_stdout);
     if to_stdout {
         // Stdout holds the rows: the summary goes to stderr.

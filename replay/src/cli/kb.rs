@@ -413,7 +413,8 @@ fn not_found(key: &str) -> CliError {
 fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
     serde_json::from_str(text).map_err(|e| {
         CliError::new(format!(
-            "{what} is not JSON ({e}): quote strings as JSON, e.g. '\"left\"'"
+            "{what}: {}: quote strings as JSON, e.g. '\"left\"'",
+            super::json_error(&e)
         ))
     })
 }

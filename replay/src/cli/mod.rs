@@ -17,6 +17,7 @@ mod demo;
 mod digest;
 mod export;
 mod kb;
+mod range;
 mod record;
 mod replay;
 mod state;
@@ -74,6 +75,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.quiet => ExitCode::SUCCESS,
+        Err(e) if e.message.is_empty() => ExitCode::from(e.code),
         Err(e) => {
             // Nothing more can be done if stderr is gone.
             let _ = writeln!(io::stderr().lock(), "blackbox: {}", e.message);
@@ -95,26 +97,110 @@ fn usage_error(e: &clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
         _ => {
-            // clap's message, up to its first blank line, on one line.
-            let text = e.to_string();
-            let mut parts = Vec::new();
-            for line in text.lines() {
-                let line = line.trim();
-                if line.is_empty() {
-                    if parts.is_empty() {
-                        continue;
-                    }
-                    break;
-                }
-                parts.push(line.strip_prefix("error: ").unwrap_or(line));
-            }
-            let message = parts.join(" ");
             let _ = writeln!(
                 io::stderr().lock(),
-                "blackbox: {message}; run `blackbox help` or `blackbox SUBCOMMAND --help` for usage"
+                "blackbox: {}; run `blackbox help` or `blackbox SUBCOMMAND --help` for usage",
+                usage_sentence(e)
             );
             ExitCode::from(2)
         }
+    }
+}
+
+/// A usage error in one sentence of ours, naming the option and the value, without
+/// clap's tips and usage block.
+fn usage_sentence(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let ctx = |k: ContextKind| -> Option<String> {
+        match e.get(k)? {
+            ContextValue::String(s) => Some(s.clone()),
+            ContextValue::Strings(v) => Some(v.join(", ")),
+            ContextValue::StyledStr(s) => Some(s.to_string()),
+            ContextValue::StyledStrs(v) => Some(
+                v.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            ContextValue::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
+    // `--since <T>` is named `--since`.
+    let option = |text: String| {
+        text.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let arg = ctx(ContextKind::InvalidArg).map(option);
+    let value = ctx(ContextKind::InvalidValue);
+    match (e.kind(), arg, value) {
+        (ErrorKind::ValueValidation, Some(arg), Some(value)) => {
+            let why = match std::error::Error::source(e) {
+                // The standard library's number parser: say what is expected instead.
+                Some(s) if s.is::<std::num::ParseIntError>() => {
+                    "expected a whole number, 0 or more".to_owned()
+                }
+                Some(s) => s.to_string(),
+                None => "it is not valid".to_owned(),
+            };
+            format!("invalid value {value:?} for {arg}: {why}")
+        }
+        (ErrorKind::InvalidValue, Some(arg), Some(value)) => match ctx(ContextKind::ValidValue) {
+            Some(valid) if value.is_empty() => {
+                format!("{arg} needs a value: one of {valid}")
+            }
+            Some(valid) => format!("invalid value {value:?} for {arg}: expected one of {valid}"),
+            None if value.is_empty() => format!("{arg} needs a value"),
+            None => format!("invalid value {value:?} for {arg}"),
+        },
+        (ErrorKind::UnknownArgument, Some(arg), _) => format!("unknown option {arg}"),
+        (ErrorKind::InvalidSubcommand, _, _) => match ctx(ContextKind::InvalidSubcommand) {
+            Some(name) => format!("unknown subcommand {name:?}"),
+            None => "unknown subcommand".to_owned(),
+        },
+        (ErrorKind::ArgumentConflict, Some(arg), _) => match ctx(ContextKind::PriorArg) {
+            Some(prior) => format!("{arg} cannot be given with {}", option(prior)),
+            None => format!("{arg} cannot be given with the options before it"),
+        },
+        (ErrorKind::MissingRequiredArgument, Some(arg), _) => {
+            let missing: Vec<String> = arg_list(&ctx(ContextKind::InvalidArg).unwrap_or(arg));
+            format!("missing {}", missing.join(" and "))
+        }
+        (ErrorKind::MissingSubcommand, _, _) => "a subcommand is missing".to_owned(),
+        (ErrorKind::TooManyValues | ErrorKind::WrongNumberOfValues, Some(arg), _) => {
+            format!("{arg} takes one value")
+        }
+        _ => {
+            // Anything else: clap's first line, without its "error: " prefix.
+            let text = e.to_string();
+            let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+            first
+                .map(|l| l.strip_prefix("error: ").unwrap_or(l).to_owned())
+                .unwrap_or_else(|| "invalid arguments".to_owned())
+        }
+    }
+}
+
+/// The options a "missing" error names, each as `--name`.
+fn arg_list(text: &str) -> Vec<String> {
+    text.split(", ")
+        .map(|a| a.split_whitespace().next().unwrap_or(a).to_owned())
+        .collect()
+}
+
+/// A JSON parse error in words: where it is, not what the parser was doing.
+pub fn json_error(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Eof => "it is not valid JSON: it ends before the value does".to_owned(),
+        Category::Syntax => format!("it is not valid JSON (at column {})", e.column()),
+        Category::Data => format!(
+            "its JSON is not of the expected shape (at column {})",
+            e.column()
+        ),
+        Category::Io => "it could not be read".to_owned(),
     }
 }
 
@@ -132,6 +218,15 @@ impl CliError {
     pub fn new(message: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
+            code: 1,
+            quiet: false,
+        }
+    }
+
+    /// A failure already reported on stdout (as JSON): exit code 1, nothing on stderr.
+    pub fn reported() -> CliError {
+        CliError {
+            message: String::new(),
             code: 1,
             quiet: false,
         }

@@ -59,6 +59,9 @@ pub struct Args {
     /// Count and skip invalid lines instead of stopping at the first.
     #[arg(long)]
     skip_invalid: bool,
+    /// Accepted for uniformity: `record` always prints JSON (one object a line).
+    #[arg(long)]
+    json: bool,
 }
 
 /// One parsed input line.
@@ -322,7 +325,7 @@ fn apply(
 
 /// Parses one line; the error says what is wrong with it.
 fn parse_line(text: &str) -> Result<Line, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| super::json_error(&e))?;
     let Value::Object(mut obj) = value else {
         return Err("expected a JSON object, like {\"kind\": \"action.grasp\"}".to_owned());
     };

@@ -1,38 +1,38 @@
 //! `blackbox replay`: the records of a range, filtered by kind and type.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use blackbox_replay::{Body, Order, Payload, Query, Record, Replay, format_time, hex, to_json};
 
-use super::{CliError, DirArg, TypeArg, glob_arg, key_from, line, time_arg, warn_unverified};
+use super::range::{RangeArgs, explain_empty};
+use super::{CliError, DirArg, TypeArg, glob_arg, key_from, line, warn_unverified};
 
 /// Print the records of a range, one a line.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     dir: DirArg,
-    /// Records that happened at or after this time (RFC 3339 or integer ns since the
-    /// epoch).
-    #[arg(long, value_name = "T", value_parser = time_arg)]
-    since: Option<u64>,
-    /// Records that happened at or before this time (RFC 3339 or integer ns since the
-    /// epoch).
-    #[arg(long, value_name = "T", value_parser = time_arg)]
-    until: Option<u64>,
+    #[command(flatten)]
+    range: RangeArgs,
     /// Records from this seq on.
     #[arg(long, value_name = "N")]
     from_seq: Option<u64>,
     /// Records up to this seq (inclusive).
     #[arg(long, value_name = "N")]
     to_seq: Option<u64>,
-    /// Only records whose kind matches this glob (repeatable; `*` crosses dots).
+    /// Only records whose kind matches this glob (repeatable; `*` crosses dots; `!GLOB`
+    /// excludes the kinds it matches).
     #[arg(long = "kind", value_name = "GLOB", value_parser = glob_arg)]
     kinds: Vec<String>,
     /// Only records of this type (repeatable; default: every type but dictionary).
     #[arg(long = "type", value_name = "TYPE", value_enum)]
     types: Vec<TypeArg>,
+    /// Print at most N records.
+    #[arg(long, value_name = "N")]
+    limit: Option<u64>,
     /// Print in log order (by seq), in one pass, instead of by when each record
     /// happened (pre-roll events are written when their incident is triggered).
     #[arg(long)]
@@ -74,38 +74,47 @@ pub fn query(
 
 /// Runs `blackbox replay`.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let mut q = query(
-        args.since,
-        args.until,
-        args.from_seq,
-        args.to_seq,
-        &args.kinds,
-    )?;
+    let dir = &args.dir.dir;
+    let key = key_from(args.key_file.as_deref())?;
+    blackbox_replay::open_log_dir(dir)?;
+    let (since, until) = args.range.resolve(dir, key.as_ref())?;
+    let mut q = query(since, until, args.from_seq, args.to_seq, &args.kinds)?;
     if !args.types.is_empty() {
         q = q.types(args.types.iter().map(|&t| t.into()));
     }
-    q = q
-        .key(key_from(args.key_file.as_deref())?)
-        .order(if args.log_order {
-            Order::Log
-        } else {
-            Order::Happened
-        });
-    let replay = Replay::open(&args.dir.dir, &q)?;
+    q = q.key(key.clone()).order(if args.log_order {
+        Order::Log
+    } else {
+        Order::Happened
+    });
+    let replay = Replay::open(dir, &q)?;
     if !replay.chain_verified() {
-        warn_unverified(&args.dir.dir);
+        warn_unverified(dir);
     }
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
+    let mut printed = 0u64;
+    let mut kinds = BTreeSet::new();
     for r in replay {
+        if args.limit.is_some_and(|n| printed >= n) {
+            break;
+        }
         let r = r?;
+        if let Some(k) = r.kind()
+            && !kinds.contains(k)
+        {
+            kinds.insert(k.to_owned());
+        }
         if args.json {
             line(&mut out, to_json(&r))?;
         } else {
             line(&mut out, human(&r))?;
         }
+        printed += 1;
     }
-    out.flush().map_err(super::stdout_error)
+    out.flush().map_err(super::stdout_error)?;
+    explain_empty(dir, key, &q, printed, &kinds);
+    Ok(())
 }
 
 /// A record on one line for people.

@@ -52,9 +52,35 @@ pub fn run(args: Args) -> Result<(), CliError> {
     );
     let result = blackbox_log::verify(dir, key.as_ref(), digest.as_ref());
     bar.finish_and_clear();
-    let report = result.map_err(|e| CliError::new(describe_log(&e)))?;
     let stdout = io::stdout();
     let mut out = stdout.lock();
+    let report = match result {
+        Ok(report) => report,
+        Err(e) if args.json => {
+            // The report of a damaged log is the answer, as JSON like an intact one's.
+            let damage = e.corruption().map(|c| {
+                json!({
+                    "segment": c.segment.display().to_string(),
+                    "offset": c.offset,
+                    "seq": c.seq,
+                    "what": c.kind.to_string(),
+                })
+            });
+            line(
+                &mut out,
+                json!({
+                    "intact": false,
+                    "error": describe_log(&e),
+                    "damage": damage,
+                    "keyed": key.is_some(),
+                    "digest": digest.map(|d| d.to_string()),
+                }),
+            )?;
+            out.flush().map_err(super::stdout_error)?;
+            return Err(CliError::reported());
+        }
+        Err(e) => return Err(CliError::new(describe_log(&e))),
+    };
     if args.json {
         let torn = report.torn_tail.as_ref().map(|(path, offset, len)| {
             json!({"segment": path.display().to_string(), "offset": offset, "bytes": len})
@@ -70,7 +96,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 "keyed": key.is_some(),
                 "last": report.last.map(|d| d.to_string()),
                 "digest": digest.map(|d| d.to_string()),
-                "digest_matched": report.digest_matched,
+                "digest_matched": digest.is_some().then_some(report.digest_matched),
                 "torn_tail": torn,
             }),
         )?;
