@@ -15,6 +15,7 @@ use crate::format::{
 use crate::scan::{self, ChainPoint, Tail};
 use crate::segment::{self, HeaderState, LOCK_FILE_NAME, SegmentEntry, SegmentFile};
 use crate::storage::{OsStorage, Storage, WriteFile};
+use crate::structure;
 use crate::{Record, RecordType, Seq};
 
 /// When appended records reach the operating system and the disk.
@@ -991,6 +992,10 @@ fn recover(
             }
         };
         check_continuity(&seg, &point, i == 0)?;
+        let footer = if is_last { None } else { seg.read_footer()? };
+        if !is_last && footer.is_none() {
+            return Err(structure::missing_footer(&seg, &segments, i));
+        }
         if is_last || verify_all {
             let scan = scan::scan_segment(&seg, point, Some(chainer), is_last, false)?;
             if is_last {
@@ -1013,35 +1018,8 @@ fn recover(
                 });
             }
             point = scan.end;
-        } else {
-            let Some((footer, footer_start)) = seg.read_footer()? else {
-                return Err(Corruption {
-                    segment: seg.path.clone(),
-                    offset: seg.len.saturating_sub(format::TRAILER_LEN as u64),
-                    seq: None,
-                    kind: CorruptionKind::Footer(
-                        "a sealed segment (one that is not the last) has no footer".to_owned(),
-                    ),
-                }
-                .into());
-            };
-            if footer.first_seq != point.next_seq || footer.last_seq < footer.first_seq {
-                return Err(Corruption {
-                    segment: seg.path.clone(),
-                    offset: footer_start,
-                    seq: Some(footer.first_seq),
-                    kind: CorruptionKind::Footer(format!(
-                        "footer covers seqs {}..={}, expected to start at {}",
-                        footer.first_seq, footer.last_seq, point.next_seq
-                    )),
-                }
-                .into());
-            }
-            point = ChainPoint {
-                next_seq: footer.last_seq + 1,
-                last_ts: footer.last_ts,
-                link: footer.last_link,
-            };
+        } else if let Some((footer, footer_start)) = footer {
+            point = structure::point_after_footer(&seg, &footer, footer_start, &point)?;
         }
     }
     Ok(Recovered {
