@@ -75,6 +75,8 @@ pub(crate) struct Listing {
     /// The first entry of any kind that is not the lock file or named like a segment:
     /// a directory without a segment is a new log only when there is none.
     pub(crate) other: Option<String>,
+    /// What the entry named like the lock file is, when it is not a regular file.
+    pub(crate) lock_not_file: Option<&'static str>,
 }
 
 /// Reads a directory's entries, telling segments from everything else by the entry's
@@ -108,11 +110,14 @@ pub(crate) fn read_listing(dir: &Path) -> Result<Listing> {
             }
             continue;
         }
-        if name == LOCK_FILE_NAME && file_type.is_file() {
+        if name == LOCK_FILE_NAME {
+            if !file_type.is_file() {
+                listing.lock_not_file = Some(file_type_name(&file_type));
+            }
             continue;
         }
         listing.other.get_or_insert_with(|| name.to_owned());
-        if !(file_type.is_dir() || name.starts_with('.') || name == LOCK_FILE_NAME) {
+        if !(file_type.is_dir() || name.starts_with('.')) {
             listing.foreign.get_or_insert_with(|| name.to_owned());
         }
     }

@@ -67,8 +67,9 @@ impl Storage for OsStorage {
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new().read(true).append(true).open(path)?;
-        Ok(Box::new(OsFile { file }))
+        Ok(Box::new(OsFile {
+            file: open_existing_for_append(path)?,
+        }))
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
@@ -113,6 +114,15 @@ impl WriteFile for OsFile {
             )
         };
     }
+}
+
+/// Opens an existing segment for appending, never through a symbolic link.
+fn open_existing_for_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// A fault to inject.
@@ -215,7 +225,7 @@ impl Storage for FaultyStorage {
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new().read(true).append(true).open(path)?;
+        let file = open_existing_for_append(path)?;
         let len = file.metadata()?.len();
         // What existed before this storage saw the file counts as durable.
         self.state.durable.lock().insert(path.to_owned(), len);

@@ -276,8 +276,30 @@ impl Log {
             Err(e) => return Err(Error::io("inspect log directory", &dir, e)),
         }
         // Refuse a foreign directory before writing anything into it.
-        for entry in segment::list_segments(&dir)? {
-            precheck_header(&entry)?;
+        let listing = segment::read_listing(&dir)?;
+        if let Some((entry, found)) = listing.not_files.first() {
+            return Err(segment::not_a_regular_file(entry, found));
+        }
+        if let Some(found) = listing.lock_not_file {
+            return Err(Error::NotALog {
+                dir,
+                reason: format!(
+                    "its {LOCK_FILE_NAME} is {found}, not the regular file a writer locks"
+                ),
+            });
+        }
+        if listing.segments.is_empty()
+            && let Some(name) = listing.other
+        {
+            return Err(Error::NotALog {
+                dir,
+                reason: format!(
+                    "it holds {name:?} and no segment file: a new log starts only in an empty directory"
+                ),
+            });
+        }
+        for entry in &listing.segments {
+            precheck_header(entry)?;
         }
         let lock = lock_dir(&dir)?;
         let key_id = opts.key.as_ref().map(ChainKey::id);
@@ -844,7 +866,7 @@ fn write_segment_header(
 /// a foreign or newer directory is refused untouched.
 fn precheck_header(entry: &SegmentEntry) -> Result<()> {
     let mut head = [0u8; 12];
-    let mut f = File::open(&entry.path).map_err(|e| Error::io("open", &entry.path, e))?;
+    let mut f = segment::open_regular(entry)?;
     let n = read_up_to(&mut f, &mut head).map_err(|e| Error::io("read", &entry.path, e))?;
     if head[..n].iter().all(|&b| b == 0) {
         return Ok(()); // possibly a creation cut short by a crash: recovery decides
@@ -886,14 +908,29 @@ fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 
 fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE_NAME);
+    // Never through a symbolic link: the writer truncates the lock file and writes its
+    // pid into it, which must not land in a file outside the log.
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)
         .map_err(|e| Error::io("open lock file", &path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("inspect lock file", &path, e))?;
+    if !meta.is_file() {
+        return Err(Error::NotALog {
+            dir: dir.to_owned(),
+            reason: format!(
+                "its {LOCK_FILE_NAME} is {}, not the regular file a writer locks",
+                segment::file_type_name(&meta.file_type())
+            ),
+        });
+    }
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
