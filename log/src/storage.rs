@@ -27,6 +27,20 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Makes a file read-only (0400): done to a segment when it is sealed.
     fn set_read_only(&self, path: &Path) -> io::Result<()>;
+    /// Makes an existing file's data durable (`fdatasync`) without writing to it: it is
+    /// opened read-only, since it may be read-only already. Recovery calls this on a
+    /// segment a crash left sealed, before it starts the next one.
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        open_existing_read_only(path)?.sync_data()
+    }
+}
+
+/// Opens an existing file read-only, never through a symbolic link.
+fn open_existing_read_only(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
 }
 
 /// A file open for appending.
@@ -243,6 +257,18 @@ impl Storage for FaultyStorage {
 
     fn set_read_only(&self, path: &Path) -> io::Result<()> {
         OsStorage.set_read_only(path)
+    }
+
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.state.syncs.fetch_add(1, Ordering::Relaxed);
+        if self.take(true).is_some() {
+            return Err(io::Error::from_raw_os_error(5)); // EIO
+        }
+        let file = open_existing_read_only(path)?;
+        file.sync_data()?;
+        let len = file.metadata()?.len();
+        self.state.durable.lock().insert(path.to_owned(), len);
+        Ok(())
     }
 }
 

@@ -360,7 +360,19 @@ impl Log {
                 }
                 active
             }
-            _ => {
+            last => {
+                if let Some(last) = last {
+                    // IMPORTANT: a crash left this segment sealed (its footer written)
+                    // but perhaps not durable nor read-only. Both happen before the
+                    // next segment exists, as in a roll, so that a segment followed by
+                    // another is always complete on disk.
+                    storage
+                        .sync_file(&last.path)
+                        .map_err(|e| Error::io("fsync sealed segment", &last.path, e))?;
+                    storage
+                        .set_read_only(&last.path)
+                        .map_err(|e| Error::io("make read-only", &last.path, e))?;
+                }
                 segments += 1;
                 create_segment(&dir, &*storage, &point, key_id)?
             }
