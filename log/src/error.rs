@@ -156,6 +156,13 @@ pub enum CorruptionKind {
         /// How the damaged block failed to decode.
         detail: String,
     },
+    /// Something named like a segment is not a regular file (a directory, a symbolic
+    /// link, a FIFO, a device, ...). Only regular files are segments: a link is never
+    /// followed out of the log, and a FIFO would block the reader.
+    NotARegularFile {
+        /// What it is instead, e.g. `"a directory"`.
+        found: &'static str,
+    },
 }
 
 impl fmt::Display for CorruptionKind {
@@ -192,6 +199,10 @@ impl fmt::Display for CorruptionKind {
             CorruptionKind::DamageBeforeIntactData { detail } => write!(
                 f,
                 "damaged data ({detail}) followed by intact records: not a torn tail, refusing to cut"
+            ),
+            CorruptionKind::NotARegularFile { found } => write!(
+                f,
+                "named like a segment but {found}, not a regular file: only regular files are segments"
             ),
         }
     }

@@ -252,6 +252,11 @@ impl BlockHeader {
         self.first_seq + u64::from(self.count) - 1
     }
 
+    /// Seq that follows the last frame.
+    pub fn next_seq(&self) -> u64 {
+        self.first_seq + u64::from(self.count)
+    }
+
     /// Total length of the block on disk.
     pub fn total_len(&self) -> usize {
         BLOCK_HEADER_LEN + self.frames_len as usize

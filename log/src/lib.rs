@@ -59,9 +59,11 @@ mod crc;
 mod error;
 pub mod format;
 mod reader;
+mod salvage;
 mod scan;
 mod segment;
 pub mod storage;
+mod structure;
 mod verify;
 mod writer;
 
@@ -70,7 +72,9 @@ use std::fmt;
 pub use chain::{ChainKey, Digest, GENESIS_LINK, Link, link_from_hex, link_to_hex};
 pub use error::{Corruption, CorruptionKind, Error, Result};
 pub use reader::{LogReader, LogRecord, ReaderOptions, Records};
+pub use salvage::{DamageKind, DamagePlace, Loss, LostSeqs, Salvage, Salvaged};
 pub use segment::{LOCK_FILE_NAME, SegmentEntry, list_segments};
+pub use structure::{SealedSummary, SegmentSummary};
 pub use verify::{VerifyReport, verify};
 pub use writer::{Durability, Log, LogOptions, Recovery};
 

@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::chain::{ChainKey, Chainer, Digest, GENESIS_LINK};
-use crate::error::{Corruption, CorruptionKind, Result};
+use crate::error::{Corruption, CorruptionKind, Error, Result};
 use crate::format::{self, FRAME_HEADER_LEN, Footer, SEGMENT_HEADER_LEN};
+use crate::salvage::Salvage;
 use crate::scan::ChainPoint;
 use crate::segment::{
     self, AlignedBuf, BlockCursor, CheckedBlock, HeaderState, SegmentEntry, SegmentFile, Step,
 };
+use crate::structure::{self, SegmentSummary};
 use crate::writer::check_continuity;
 use crate::{RecordType, Seq};
 
@@ -30,8 +32,8 @@ pub struct ReaderOptions {
 #[derive(Debug, Clone)]
 pub struct LogReader {
     dir: PathBuf,
-    key_id: Option<[u8; 32]>,
-    chainer: Option<Chainer>,
+    pub(crate) key_id: Option<[u8; 32]>,
+    pub(crate) chainer: Option<Chainer>,
     keyed_without_key: bool,
 }
 
@@ -52,13 +54,30 @@ impl LogReader {
     /// As [`LogReader::open`]; [`Error::WrongKey`] if the key does not match.
     pub fn open_with(dir: impl AsRef<Path>, opts: ReaderOptions) -> Result<LogReader> {
         let dir = dir.as_ref().to_owned();
-        let segments = segment::list_segments(&dir)?;
+        let listing = segment::read_listing(&dir)?;
+        if listing.segments.is_empty()
+            && listing.not_files.is_empty()
+            && let Some(name) = listing.foreign
+        {
+            return Err(Error::NotALog {
+                dir,
+                reason: format!("it holds {name:?}, which is not a segment file"),
+            });
+        }
         let key_id = opts.key.as_ref().map(ChainKey::id);
         let mut keyed_without_key = false;
-        if let Some(first) = segments.first()
-            && let HeaderState::Ok(seg) = SegmentFile::open(first, key_id, true)?
-        {
-            keyed_without_key = seg.header.is_keyed() && key_id.is_none();
+        // The first header that can be read tells whether the log is keyed. Damage is
+        // not an error here: range reads report what they meet, and salvage reads
+        // around it.
+        for entry in &listing.segments {
+            match SegmentFile::open(entry, key_id, true) {
+                Ok(HeaderState::Ok(seg)) => {
+                    keyed_without_key = seg.header.is_keyed() && key_id.is_none();
+                    break;
+                }
+                Err(e @ (Error::WrongKey { .. } | Error::NotKeyed { .. })) => return Err(e),
+                Ok(HeaderState::Torn { .. }) | Err(_) => {}
+            }
         }
         let chainer = (!keyed_without_key).then(|| Chainer::new(opts.key.as_ref()));
         Ok(LogReader {
@@ -119,35 +138,106 @@ impl LogReader {
         self.start(Range::Time { lo, hi }, empty)
     }
 
-    /// The chain point after the last record visible now, `None` for an empty log.
+    /// Every intact record whose seq lies in `range`, read around damage, and each
+    /// stretch that was lost, in log order: as `mcap recover` does for MCAP files.
+    ///
+    /// Salvage reads every segment named like one, in order, and checks every block in
+    /// full: its header checksum, every frame's checksum and structure, its seqs and
+    /// timestamps against the records before it, and its chain link. A block passes
+    /// only if its link, recomputed over its frames and metadata, matches from the link
+    /// of the last block that passed (the chain is unbroken) or, after damage, from a
+    /// link stored on disk right before it (a segment header's, a sparse-index entry's,
+    /// or the header of the damaged block before it): the chain is then broken there,
+    /// and the [`Loss`](crate::Loss) says so. A record is yielded only if its block passed; a block
+    /// whose link cannot be checked at all (the link before it was lost with the
+    /// damage) is reported lost, never yielded. Each [`Loss`](crate::Loss) gives the seqs lost
+    /// (exactly when an intact record follows the damage; from a seq on, to an unknown
+    /// end, when none does) and every damaged, missing or unreadable piece: segment
+    /// file, byte range, what was wrong.
+    ///
+    /// What a salvaged record proves: in a keyed log read with its key, that a holder
+    /// of the key wrote exactly that record (seq, timestamp, type, payload); in an
+    /// unkeyed log, that its bytes are the ones its checksums and link were computed
+    /// over (anyone can compute an unkeyed link: only a digest proves more); in a keyed
+    /// log read without its key, only that its checksums pass. What it does not prove:
+    /// that nothing after the last intact record was lost (only a
+    /// [`Digest`] can show a cut tail), nor anything about the records that were lost.
     ///
     /// # Errors
     ///
-    /// Damage found while reading the last segment.
+    /// I/O errors listing the directory, [`Error::NotALog`](crate::Error::NotALog) for
+    /// a directory of foreign files. Damage is never an error here: it is a
+    /// [`Loss`](crate::Loss).
+    pub fn salvage(&self, range: impl RangeBounds<Seq>) -> Result<Salvage> {
+        let lo = match range.start_bound() {
+            Bound::Included(s) => s.0,
+            Bound::Excluded(s) => s.0.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let hi = match range.end_bound() {
+            Bound::Included(s) => Some(s.0),
+            Bound::Excluded(s) if s.0 == 0 => return Salvage::new(self, 1, Some(0)),
+            Bound::Excluded(s) => Some(s.0 - 1),
+            Bound::Unbounded => None,
+        };
+        Salvage::new(self, lo, hi)
+    }
+
+    /// Checks the log's structure from its segment headers and footers alone, as
+    /// [`Log::open`](crate::Log::open) does, and describes every segment: each one is a
+    /// readable regular file, the first starts at seq 0 from the genesis link, each
+    /// header continues the seqs and the chain link where the footer before it ends,
+    /// and every segment but the last is sealed. It reads no block, so it is cheap (two
+    /// small reads per segment); it proves no record intact (a range read or
+    /// [`verify`](crate::verify()) does that).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`](crate::Error::Corrupt) naming the segment for a missing
+    /// segment (a seq gap, or a missing start), a damaged or truncated header, a foreign
+    /// file named like a segment, a missing or inconsistent footer, anything named like
+    /// a segment that is not a regular file; I/O errors naming an unreadable segment;
+    /// key errors.
+    pub fn structure(&self) -> Result<Vec<SegmentSummary>> {
+        structure::check_structure(&self.dir, self.key_id, true)
+    }
+
+    /// The chain point after the last record visible now, `None` for an empty log.
+    ///
+    /// The whole log's structure is checked first ([`LogReader::structure`]), so a
+    /// missing, foreign, truncated or unreadable segment anywhere is an error rather
+    /// than a digest of a log with a hole; then the last segment is read in full.
+    ///
+    /// # Errors
+    ///
+    /// As [`LogReader::structure`]; damage found while reading the last segment.
     pub fn digest(&self) -> Result<Option<Digest>> {
-        let segments = segment::list_segments(&self.dir)?;
+        let summaries = self.structure()?;
+        let Some(last) = summaries.last() else {
+            return Ok(None);
+        };
+        let segments: Vec<SegmentEntry> = summaries
+            .iter()
+            .map(|s| SegmentEntry {
+                first_seq: s.first_seq,
+                path: s.path.clone(),
+            })
+            .collect();
+        let n = segments.len();
         let mut records = Records {
             reader: self.clone(),
             segments,
-            seg_index: 0,
+            seg_index: n - 1,
             cursor: None,
             block: None,
             frame_at: 0,
             frame_index: 0,
-            range: Range::Seq { lo: 0, hi: None },
+            range: Range::Seq {
+                lo: last.first_seq,
+                hi: None,
+            },
             done: false,
             last_block_end: None,
-        };
-        // Only the last segment with a header needs reading: start there.
-        let n = records.segments.len();
-        if n == 0 {
-            return Ok(None);
-        }
-        records.seg_index = n - 1;
-        let first_seq = records.segments[n - 1].first_seq;
-        records.range = Range::Seq {
-            lo: first_seq,
-            hi: None,
         };
         while let Some(step) = records.next_block()? {
             records.last_block_end = Some(Digest {
@@ -155,18 +245,14 @@ impl LogReader {
                 link: step.header.link,
             });
         }
-        if records.last_block_end.is_none() && first_seq > 0 {
-            // The active segment holds no record yet: the digest is the previous
+        if records.last_block_end.is_none() {
+            // The last segment holds no record yet: the digest is the previous
             // segment's end, from its footer.
-            if let Some(prev) = records.segments.get(n - 2)
-                && let HeaderState::Ok(seg) = SegmentFile::open(prev, self.key_id, true)?
-                && let Some((footer, _)) = seg.read_footer()?
-            {
-                return Ok(Some(Digest {
-                    seq: footer.last_seq,
-                    link: footer.last_link,
-                }));
-            }
+            return Ok(summaries
+                .iter()
+                .rev()
+                .nth(1)
+                .and_then(|s| s.sealed.map(|f| f.last)));
         }
         Ok(records.last_block_end)
     }
@@ -212,6 +298,22 @@ pub struct LogRecord {
 }
 
 impl LogRecord {
+    /// The record of frame `index` of a checked block, whose frame starts at `frame_at`
+    /// in the block's chunk; with the chunk offset of the next frame.
+    pub(crate) fn at(block: &CheckedBlock, frame_at: usize, index: u32) -> (LogRecord, usize) {
+        let bytes = block.chunk.bytes();
+        let payload_len = format::u32_at(bytes, frame_at) as usize;
+        let record = LogRecord {
+            chunk: Arc::clone(&block.chunk),
+            payload_at: frame_at + FRAME_HEADER_LEN,
+            payload_len,
+            seq: block.header.first_seq + u64::from(index),
+            ts_ns: block.header.first_ts + u64::from(format::u32_at(bytes, frame_at + 8)),
+            record_type: format::u16_at(bytes, frame_at + 4),
+        };
+        (record, frame_at + format::frame_len(payload_len))
+    }
+
     /// The record's seq.
     #[inline]
     pub fn seq(&self) -> Seq {
@@ -329,15 +431,7 @@ impl Records {
         }
         let footer = seg.read_footer()?;
         if !is_last && footer.is_none() {
-            return Err(Corruption {
-                segment: seg.path.clone(),
-                offset: seg.len.saturating_sub(format::TRAILER_LEN as u64),
-                seq: None,
-                kind: CorruptionKind::Footer(
-                    "a sealed segment (one that is not the last) has no footer".to_owned(),
-                ),
-            }
-            .into());
+            return Err(structure::missing_footer(&seg, &self.segments, i));
         }
         let end = footer.as_ref().map_or(seg.len, |(_, start)| *start);
         let mut start = ChainPoint {
@@ -461,18 +555,8 @@ impl Records {
                 self.block = None;
                 continue;
             }
-            let bytes = block.chunk.bytes();
-            let at = self.frame_at;
-            let payload_len = format::u32_at(bytes, at) as usize;
-            let record = LogRecord {
-                chunk: Arc::clone(&block.chunk),
-                payload_at: at + FRAME_HEADER_LEN,
-                payload_len,
-                seq: block.header.first_seq + u64::from(self.frame_index),
-                ts_ns: block.header.first_ts + u64::from(format::u32_at(bytes, at + 8)),
-                record_type: format::u16_at(bytes, at + 4),
-            };
-            self.frame_at += format::frame_len(payload_len);
+            let (record, next_at) = LogRecord::at(block, self.frame_at, self.frame_index);
+            self.frame_at = next_at;
             self.frame_index += 1;
             let (key, lo, hi) = match self.range {
                 Range::Seq { lo, hi } => (record.seq, lo, hi),

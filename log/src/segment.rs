@@ -31,43 +31,144 @@ pub struct SegmentEntry {
 /// Subdirectories and dotfiles are ignored (higher layers keep their own state in
 /// subdirectories). Any other file that is neither a segment nor the lock file makes the
 /// directory "not a log" when there is no segment at all; beside segments it is ignored.
+///
+/// # Errors
+///
+/// I/O errors reading the directory; [`Error::NotALog`] for a directory with foreign
+/// files and no segment; [`CorruptionKind::NotARegularFile`] for anything named like a
+/// segment that is not a regular file (a directory, a symbolic link, a FIFO, ...).
 pub fn list_segments(dir: &Path) -> Result<Vec<SegmentEntry>> {
-    let entries = fs::read_dir(dir).map_err(|e| Error::io("list log directory", dir, e))?;
-    let mut segments = Vec::new();
-    let mut foreign: Option<String> = None;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io("list log directory", dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            foreign.get_or_insert_with(|| format!("{:?}", entry.file_name()));
-            continue;
-        };
-        let file_type = entry
-            .file_type()
-            .map_err(|e| Error::io("inspect", entry.path(), e))?;
-        if file_type.is_dir() || name.starts_with('.') || name == LOCK_FILE_NAME {
-            continue;
-        }
-        match format::parse_segment_file_name(name) {
-            Some(first_seq) => segments.push(SegmentEntry {
-                first_seq,
-                path: entry.path(),
-            }),
-            None => {
-                foreign.get_or_insert_with(|| name.to_owned());
-            }
-        }
+    let listing = read_listing(dir)?;
+    if let Some((entry, found)) = listing.not_files.first() {
+        return Err(not_a_regular_file(entry, found));
     }
-    if segments.is_empty()
-        && let Some(name) = foreign
+    if listing.segments.is_empty()
+        && let Some(name) = listing.foreign
     {
         return Err(Error::NotALog {
             dir: dir.to_owned(),
             reason: format!("it holds {name:?}, which is not a segment file"),
         });
     }
-    segments.sort_by_key(|s| s.first_seq);
-    Ok(segments)
+    Ok(listing.segments)
+}
+
+/// The error for an entry named like a segment that is not a regular file.
+pub(crate) fn not_a_regular_file(entry: &SegmentEntry, found: &'static str) -> Error {
+    Error::Corrupt(Corruption {
+        segment: entry.path.clone(),
+        offset: 0,
+        seq: Some(entry.first_seq),
+        kind: CorruptionKind::NotARegularFile { found },
+    })
+}
+
+/// What a log directory holds.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    /// Regular files named like segments, sorted by first seq.
+    pub(crate) segments: Vec<SegmentEntry>,
+    /// Entries named like segments that are not regular files, with what they are.
+    pub(crate) not_files: Vec<(SegmentEntry, &'static str)>,
+    /// The first file that is neither a segment, the lock file, a dotfile nor a directory.
+    pub(crate) foreign: Option<String>,
+    /// The first entry of any kind that is not the lock file or named like a segment:
+    /// a directory without a segment is a new log only when there is none.
+    pub(crate) other: Option<String>,
+    /// What the entry named like the lock file is, when it is not a regular file.
+    pub(crate) lock_not_file: Option<&'static str>,
+}
+
+/// Reads a directory's entries, telling segments from everything else by the entry's
+/// own file type (a symbolic link is never followed).
+pub(crate) fn read_listing(dir: &Path) -> Result<Listing> {
+    let entries = fs::read_dir(dir).map_err(|e| Error::io("list log directory", dir, e))?;
+    let mut listing = Listing::default();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list log directory", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            let shown = format!("{:?}", entry.file_name());
+            listing.other.get_or_insert_with(|| shown.clone());
+            listing.foreign.get_or_insert(shown);
+            continue;
+        };
+        let file_type = entry
+            .file_type()
+            .map_err(|e| Error::io("inspect", entry.path(), e))?;
+        if let Some(first_seq) = format::parse_segment_file_name(name) {
+            let segment = SegmentEntry {
+                first_seq,
+                path: entry.path(),
+            };
+            if file_type.is_file() {
+                listing.segments.push(segment);
+            } else {
+                listing
+                    .not_files
+                    .push((segment, file_type_name(&file_type)));
+            }
+            continue;
+        }
+        if name == LOCK_FILE_NAME {
+            if !file_type.is_file() {
+                listing.lock_not_file = Some(file_type_name(&file_type));
+            }
+            continue;
+        }
+        listing.other.get_or_insert_with(|| name.to_owned());
+        if !(file_type.is_dir() || name.starts_with('.')) {
+            listing.foreign.get_or_insert_with(|| name.to_owned());
+        }
+    }
+    listing.segments.sort_by_key(|s| s.first_seq);
+    listing.not_files.sort_by_key(|(s, _)| s.first_seq);
+    Ok(listing)
+}
+
+/// What a file type is, in words, for an error message.
+pub(crate) fn file_type_name(t: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "of an unknown file type"
+    }
+}
+
+/// Opens a file named like a segment for reading without following a symbolic link and
+/// without blocking on a FIFO, and checks that what was opened is a regular file (the
+/// entry may have changed since the directory was listed).
+pub(crate) fn open_regular(entry: &SegmentEntry) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&entry.path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                not_a_regular_file(entry, "a symbolic link")
+            } else {
+                Error::io("open segment", &entry.path, e)
+            }
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("inspect segment", &entry.path, e))?;
+    if !meta.is_file() {
+        return Err(not_a_regular_file(entry, file_type_name(&meta.file_type())));
+    }
+    Ok(file)
 }
 
 /// A buffer whose start is 8-byte aligned, so frames read into it keep their alignment.
@@ -136,7 +237,7 @@ impl SegmentFile {
         allow_missing_key: bool,
     ) -> Result<HeaderState> {
         let path = entry.path.clone();
-        let file = File::open(&path).map_err(|e| Error::io("open segment", &path, e))?;
+        let file = open_regular(entry)?;
         let len = file
             .metadata()
             .map_err(|e| Error::io("inspect segment", &path, e))?
@@ -251,6 +352,18 @@ impl CheckedBlock {
     }
 }
 
+/// A block header read at an offset, before any check of its content.
+#[derive(Debug)]
+pub(crate) enum RawBlock {
+    /// The bytes there are not a block header that decodes and fits in the data.
+    NoBlock { detail: String },
+    /// A header that decodes and fits; its frames start at `frames_at` in the chunk.
+    Block {
+        header: BlockHeader,
+        frames_at: usize,
+    },
+}
+
 /// The outcome of reading the next block.
 #[derive(Debug)]
 pub(crate) enum Step {
@@ -346,6 +459,56 @@ impl BlockCursor {
         Ok((got >= n).then_some(0))
     }
 
+    /// Reads the block header at `offset` and makes the whole block available in the
+    /// chunk, without checking its frames, seq, time or link.
+    pub(crate) fn read_raw(&mut self, offset: u64) -> Result<RawBlock> {
+        let no_block = |detail: String| Ok(RawBlock::NoBlock { detail });
+        if offset >= self.end || self.end - offset < BLOCK_HEADER_LEN as u64 {
+            return no_block("incomplete block header".to_owned());
+        }
+        let Some(at) = self.window(offset, BLOCK_HEADER_LEN)? else {
+            return no_block("incomplete block header".to_owned());
+        };
+        let header = match BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN]) {
+            Ok(h) => h,
+            Err(why) => return no_block(why),
+        };
+        let total = header.total_len() as u64;
+        if total > self.end - offset {
+            return no_block(format!(
+                "block of {total} bytes runs past the end of the data"
+            ));
+        }
+        let Some(at) = self.window(offset, header.total_len())? else {
+            return no_block("block runs past the end of the file".to_owned());
+        };
+        Ok(RawBlock::Block {
+            header,
+            frames_at: at + BLOCK_HEADER_LEN,
+        })
+    }
+
+    /// The frames of a block [`BlockCursor::read_raw`] just made available.
+    pub(crate) fn raw_frames(&self, header: &BlockHeader, frames_at: usize) -> &[u8] {
+        &self.chunk.bytes()[frames_at..frames_at + header.frames_len as usize]
+    }
+
+    /// A [`CheckedBlock`] sharing the chunk of a block [`BlockCursor::read_raw`] just
+    /// made available.
+    pub(crate) fn checked(
+        &self,
+        offset: u64,
+        header: BlockHeader,
+        frames_at: usize,
+    ) -> CheckedBlock {
+        CheckedBlock {
+            offset,
+            header,
+            chunk: Arc::clone(&self.chunk),
+            frames_at,
+        }
+    }
+
     /// Reads and checks the next block. With a `chainer` the chain link is recomputed;
     /// without one (a keyed log read without its key) only checksums are checked.
     pub(crate) fn next(&mut self, chainer: Option<&Chainer>) -> Result<Step> {
@@ -353,29 +516,16 @@ impl BlockCursor {
         if offset >= self.end {
             return Ok(Step::End);
         }
-        let damaged = |detail: String| {
-            Ok(Step::Damaged {
-                offset,
-                detail,
-                frame: None,
-            })
+        let (header, frames_at) = match self.read_raw(offset)? {
+            RawBlock::NoBlock { detail } => {
+                return Ok(Step::Damaged {
+                    offset,
+                    detail,
+                    frame: None,
+                });
+            }
+            RawBlock::Block { header, frames_at } => (header, frames_at),
         };
-        if self.end - offset < BLOCK_HEADER_LEN as u64 {
-            return damaged("incomplete block header".to_owned());
-        }
-        let Some(at) = self.window(offset, BLOCK_HEADER_LEN)? else {
-            return damaged("incomplete block header".to_owned());
-        };
-        let header = match BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN]) {
-            Ok(h) => h,
-            Err(why) => return damaged(why),
-        };
-        let total = header.total_len() as u64;
-        if total > self.end - offset {
-            return damaged(format!(
-                "block of {total} bytes runs past the end of the data"
-            ));
-        }
         if header.first_seq != self.next_seq {
             return Err(self.corrupt(
                 offset,
@@ -393,11 +543,7 @@ impl BlockCursor {
                 CorruptionKind::TimestampDecrease,
             ));
         }
-        let Some(at) = self.window(offset, header.total_len())? else {
-            return damaged("block runs past the end of the file".to_owned());
-        };
-        let frames_at = at + BLOCK_HEADER_LEN;
-        let frames = &self.chunk.bytes()[frames_at..frames_at + header.frames_len as usize];
+        let frames = self.raw_frames(&header, frames_at);
         // With a chain to check, the blake3 link covers every byte the crc32c checksums
         // cover: the checksums are recomputed only when asked (verify) or when the link
         // fails, to tell a torn write (a bad checksum) from tampering (good checksums,
@@ -420,16 +566,11 @@ impl BlockCursor {
                 CorruptionKind::ChainMismatch,
             ));
         }
-        self.pos = offset + total;
-        self.next_seq = header.last_seq() + 1;
+        self.pos = offset + header.total_len() as u64;
+        self.next_seq = header.next_seq();
         self.last_ts = header.last_ts;
         self.prev_link = header.link;
-        Ok(Step::Block(CheckedBlock {
-            offset,
-            header,
-            chunk: Arc::clone(&self.chunk),
-            frames_at,
-        }))
+        Ok(Step::Block(self.checked(offset, header, frames_at)))
     }
 
     /// Moves past whole blocks that end before `seq`, reading only their headers. The
@@ -451,7 +592,7 @@ impl BlockCursor {
                 return Ok(());
             }
             self.pos += header.total_len() as u64;
-            self.next_seq = header.last_seq() + 1;
+            self.next_seq = header.next_seq();
             self.last_ts = header.last_ts;
             self.prev_link = header.link;
         }

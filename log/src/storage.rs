@@ -27,6 +27,20 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Makes a file read-only (0400): done to a segment when it is sealed.
     fn set_read_only(&self, path: &Path) -> io::Result<()>;
+    /// Makes an existing file's data durable (`fdatasync`) without writing to it: it is
+    /// opened read-only, since it may be read-only already. Recovery calls this on a
+    /// segment a crash left sealed, before it starts the next one.
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        open_existing_read_only(path)?.sync_data()
+    }
+}
+
+/// Opens an existing file read-only, never through a symbolic link.
+fn open_existing_read_only(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
 }
 
 /// A file open for appending.
@@ -67,8 +81,9 @@ impl Storage for OsStorage {
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new().read(true).append(true).open(path)?;
-        Ok(Box::new(OsFile { file }))
+        Ok(Box::new(OsFile {
+            file: open_existing_for_append(path)?,
+        }))
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
@@ -113,6 +128,15 @@ impl WriteFile for OsFile {
             )
         };
     }
+}
+
+/// Opens an existing segment for appending, never through a symbolic link.
+fn open_existing_for_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// A fault to inject.
@@ -215,7 +239,7 @@ impl Storage for FaultyStorage {
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new().read(true).append(true).open(path)?;
+        let file = open_existing_for_append(path)?;
         let len = file.metadata()?.len();
         // What existed before this storage saw the file counts as durable.
         self.state.durable.lock().insert(path.to_owned(), len);
@@ -233,6 +257,18 @@ impl Storage for FaultyStorage {
 
     fn set_read_only(&self, path: &Path) -> io::Result<()> {
         OsStorage.set_read_only(path)
+    }
+
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.state.syncs.fetch_add(1, Ordering::Relaxed);
+        if self.take(true).is_some() {
+            return Err(io::Error::from_raw_os_error(5)); // EIO
+        }
+        let file = open_existing_read_only(path)?;
+        file.sync_data()?;
+        let len = file.metadata()?.len();
+        self.state.durable.lock().insert(path.to_owned(), len);
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@ use crate::chain::{ChainKey, Chainer, Digest, GENESIS_LINK};
 use crate::error::{Corruption, CorruptionKind, Error, Result};
 use crate::scan::{self, ChainPoint, Tail};
 use crate::segment::{self, HeaderState, SegmentFile};
+use crate::structure;
 use crate::writer::check_continuity;
 
 /// What [`verify`] checked.
@@ -93,6 +94,9 @@ pub fn verify(
             }
         };
         check_continuity(&seg, &point, i == 0)?;
+        if !is_last && seg.read_footer()?.is_none() {
+            return Err(structure::missing_footer(&seg, &segments, i));
+        }
         let scan = scan::scan_segment(&seg, point, Some(&chainer), is_last, digest.is_some())?;
         if let Some(d) = digest
             && !digest_seen

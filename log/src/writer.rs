@@ -15,6 +15,7 @@ use crate::format::{
 use crate::scan::{self, ChainPoint, Tail};
 use crate::segment::{self, HeaderState, LOCK_FILE_NAME, SegmentEntry, SegmentFile};
 use crate::storage::{OsStorage, Storage, WriteFile};
+use crate::structure;
 use crate::{Record, RecordType, Seq};
 
 /// When appended records reach the operating system and the disk.
@@ -275,8 +276,30 @@ impl Log {
             Err(e) => return Err(Error::io("inspect log directory", &dir, e)),
         }
         // Refuse a foreign directory before writing anything into it.
-        for entry in segment::list_segments(&dir)? {
-            precheck_header(&entry)?;
+        let listing = segment::read_listing(&dir)?;
+        if let Some((entry, found)) = listing.not_files.first() {
+            return Err(segment::not_a_regular_file(entry, found));
+        }
+        if let Some(found) = listing.lock_not_file {
+            return Err(Error::NotALog {
+                dir,
+                reason: format!(
+                    "its {LOCK_FILE_NAME} is {found}, not the regular file a writer locks"
+                ),
+            });
+        }
+        if listing.segments.is_empty()
+            && let Some(name) = listing.other
+        {
+            return Err(Error::NotALog {
+                dir,
+                reason: format!(
+                    "it holds {name:?} and no segment file: a new log starts only in an empty directory"
+                ),
+            });
+        }
+        for entry in &listing.segments {
+            precheck_header(entry)?;
         }
         let lock = lock_dir(&dir)?;
         let key_id = opts.key.as_ref().map(ChainKey::id);
@@ -337,7 +360,19 @@ impl Log {
                 }
                 active
             }
-            _ => {
+            last => {
+                if let Some(last) = last {
+                    // IMPORTANT: a crash left this segment sealed (its footer written)
+                    // but perhaps not durable nor read-only. Both happen before the
+                    // next segment exists, as in a roll, so that a segment followed by
+                    // another is always complete on disk.
+                    storage
+                        .sync_file(&last.path)
+                        .map_err(|e| Error::io("fsync sealed segment", &last.path, e))?;
+                    storage
+                        .set_read_only(&last.path)
+                        .map_err(|e| Error::io("make read-only", &last.path, e))?;
+                }
                 segments += 1;
                 create_segment(&dir, &*storage, &point, key_id)?
             }
@@ -843,7 +878,7 @@ fn write_segment_header(
 /// a foreign or newer directory is refused untouched.
 fn precheck_header(entry: &SegmentEntry) -> Result<()> {
     let mut head = [0u8; 12];
-    let mut f = File::open(&entry.path).map_err(|e| Error::io("open", &entry.path, e))?;
+    let mut f = segment::open_regular(entry)?;
     let n = read_up_to(&mut f, &mut head).map_err(|e| Error::io("read", &entry.path, e))?;
     if head[..n].iter().all(|&b| b == 0) {
         return Ok(()); // possibly a creation cut short by a crash: recovery decides
@@ -885,14 +920,29 @@ fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 
 fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE_NAME);
+    // Never through a symbolic link: the writer truncates the lock file and writes its
+    // pid into it, which must not land in a file outside the log.
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)
         .map_err(|e| Error::io("open lock file", &path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("inspect lock file", &path, e))?;
+    if !meta.is_file() {
+        return Err(Error::NotALog {
+            dir: dir.to_owned(),
+            reason: format!(
+                "its {LOCK_FILE_NAME} is {}, not the regular file a writer locks",
+                segment::file_type_name(&meta.file_type())
+            ),
+        });
+    }
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
@@ -991,6 +1041,10 @@ fn recover(
             }
         };
         check_continuity(&seg, &point, i == 0)?;
+        let footer = if is_last { None } else { seg.read_footer()? };
+        if !is_last && footer.is_none() {
+            return Err(structure::missing_footer(&seg, &segments, i));
+        }
         if is_last || verify_all {
             let scan = scan::scan_segment(&seg, point, Some(chainer), is_last, false)?;
             if is_last {
@@ -1013,35 +1067,8 @@ fn recover(
                 });
             }
             point = scan.end;
-        } else {
-            let Some((footer, footer_start)) = seg.read_footer()? else {
-                return Err(Corruption {
-                    segment: seg.path.clone(),
-                    offset: seg.len.saturating_sub(format::TRAILER_LEN as u64),
-                    seq: None,
-                    kind: CorruptionKind::Footer(
-                        "a sealed segment (one that is not the last) has no footer".to_owned(),
-                    ),
-                }
-                .into());
-            };
-            if footer.first_seq != point.next_seq || footer.last_seq < footer.first_seq {
-                return Err(Corruption {
-                    segment: seg.path.clone(),
-                    offset: footer_start,
-                    seq: Some(footer.first_seq),
-                    kind: CorruptionKind::Footer(format!(
-                        "footer covers seqs {}..={}, expected to start at {}",
-                        footer.first_seq, footer.last_seq, point.next_seq
-                    )),
-                }
-                .into());
-            }
-            point = ChainPoint {
-                next_seq: footer.last_seq + 1,
-                last_ts: footer.last_ts,
-                link: footer.last_link,
-            };
+        } else if let Some((footer, footer_start)) = footer {
+            point = structure::point_after_footer(&seg, &footer, footer_start, &point)?;
         }
     }
     Ok(Recovered {

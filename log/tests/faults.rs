@@ -311,3 +311,51 @@ fn files_and_directory_are_owner_only_and_sealed_segments_read_only() {
     }
     assert_eq!(mode(&log_dir.join(blackbox_log::LOCK_FILE_NAME)), 0o600);
 }
+
+#[test]
+fn a_seal_finished_by_recovery_is_durable_and_read_only_before_the_next_segment() {
+    // Regression: when the last segment already ended in a footer (a crash after the
+    // footer was written, before its fdatasync and chmod), open started the next
+    // segment at once, without syncing the sealed one; a power loss then left a
+    // segment without its footer before another one, and the next open failed.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = FaultyStorage::new();
+    let (mut first, _) = Log::open(dir.path(), opts(&storage, Durability::Buffered)).unwrap();
+    // Buffered appends sync nothing until the seal: the seal's fdatasync fails, after
+    // its footer reached the file.
+    storage.arm(Fault::SyncFails, 0);
+    let (_, err) = append_until_error(&mut first, 0);
+    assert!(matches!(&err, Error::Io { source, .. } if source.raw_os_error() == Some(5)));
+    drop(first);
+    let segments = blackbox_log::list_segments(dir.path()).unwrap();
+    assert_eq!(segments.len(), 1);
+    let sealed = segments[0].path.clone();
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&sealed), 0o600, "the crash came before the chmod");
+
+    // Recovery finds the footer and starts the next segment; what it acknowledges
+    // after that must survive a power loss.
+    let (mut second, recovery) = Log::open(dir.path(), opts(&storage, Durability::Sync)).unwrap();
+    assert_eq!(recovery.segments, 2);
+    assert_eq!(mode(&sealed), 0o400, "sealed segments are read-only");
+    let start = second.next_seq().0;
+    let mut acked = None;
+    for seq in start..start + 20 {
+        let p = payload(seq);
+        acked = Some(
+            second
+                .append(Record::new(RecordType(1), seq, &p))
+                .unwrap()
+                .0,
+        );
+    }
+    crash_image(dir.path(), &storage, 0);
+    drop(second);
+
+    let (log, recovery) = Log::open(dir.path(), LogOptions::new()).unwrap();
+    assert_eq!(recovery.last_seq.map(|s| s.0), acked);
+    drop(log);
+    assert_eq!(read_all(dir.path()), acked.unwrap() + 1);
+    blackbox_log::verify(dir.path(), None, None).unwrap();
+}

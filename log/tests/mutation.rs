@@ -4,7 +4,9 @@
 //! garbage, bytes inserted or removed) and then opened, read and verified. No path may
 //! panic: a recorder that crashes on a bad file fails the investigation that needed it.
 //! And whenever `verify` accepts the damaged log, it must hold exactly the records
-//! written, or a prefix of them where the damage was a torn tail.
+//! written, or a prefix of them where the damage was a torn tail. Salvage, whatever the
+//! damage, yields only records exactly as written and accounts for every seq below the
+//! last one it yields, as read or as lost.
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
 #![allow(
     clippy::cast_possible_truncation,
@@ -16,7 +18,7 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use blackbox_log::{Durability, Log, LogOptions, LogReader, Record};
+use blackbox_log::{Durability, Log, LogOptions, LogReader, LostSeqs, Record, Salvaged};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -126,6 +128,34 @@ proptest! {
                 prop_assert_eq!(r.record_type, e.record_type.0);
             }
         }
+        // Salvage reads around any damage: every record it yields is exactly the one
+        // written at its seq, and every seq below the last one it yields is either
+        // yielded or inside a loss it reports: nothing goes missing silently.
+        let reader = LogReader::open(dir.path()).unwrap();
+        let mut accounted = 0u64;
+        for item in reader.salvage(..).unwrap() {
+            match item {
+                Salvaged::Record(r) => {
+                    let seq = r.seq().0;
+                    prop_assert_eq!(seq, accounted, "seq {} not accounted for", accounted);
+                    let e = &written[usize::try_from(seq).unwrap()];
+                    prop_assert_eq!(r.payload(), e.payload.as_slice());
+                    prop_assert_eq!(r.ts_ns(), e.ts_ns);
+                    prop_assert_eq!(r.record_type(), e.record_type);
+                    accounted = seq + 1;
+                }
+                Salvaged::Lost(loss) => match loss.seqs {
+                    LostSeqs::Exact { first, last } => {
+                        prop_assert_eq!(first, accounted, "{}", loss);
+                        accounted = last + 1;
+                    }
+                    LostSeqs::From { first, .. } => prop_assert_eq!(first, accounted, "{}", loss),
+                    LostSeqs::None => {}
+                },
+            }
+        }
+        let _ = LogReader::open(dir.path()).and_then(|r| r.digest());
+        let _ = LogReader::open(dir.path()).and_then(|r| r.structure());
         let _ = Log::open(dir.path(), opts.clone().verify_on_open(true));
     }
 }

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{Rec, read_all};
+use common::{FrameAt, Rec, flip, layout, le_u64, read_all, to_usize, write_file};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
@@ -24,8 +24,7 @@ use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use blackbox_log::format::{
-    self, BLOCK_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, Footer, SEGMENT_HEADER_LEN,
-    TRAILER_LEN,
+    self, BLOCK_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use blackbox_log::{
     ChainKey, Corruption, CorruptionKind, Digest, Durability, Error, Log, LogOptions, Record,
@@ -161,157 +160,8 @@ fn in_dir(dir: &Path, file: &Path) -> PathBuf {
 }
 
 // ---------------------------------------------------------------------------------------
-// Finding the regions of a segment file
-// ---------------------------------------------------------------------------------------
-
-#[derive(Debug, Clone)]
-struct FrameAt {
-    start: u64,
-    end: u64,
-    payload_len: u64,
-    seq: u64,
-}
-
-#[derive(Debug, Clone)]
-struct BlockAt {
-    start: u64,
-    end: u64,
-    first_seq: u64,
-    frames: Vec<FrameAt>,
-}
-
-#[derive(Debug, Clone)]
-struct Layout {
-    path: PathBuf,
-    len: u64,
-    blocks: Vec<BlockAt>,
-    /// Footer body, then trailer, of a sealed segment.
-    footer: Option<(Range<u64>, Range<u64>)>,
-}
-
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
-
-fn to_usize(x: u64) -> usize {
-    usize::try_from(x).unwrap()
-}
-
-/// Walks a segment file: header, blocks (72-byte header, `frames_len` at bytes 4..8,
-/// frames of a 16-byte header and a payload padded to 8), and the footer a trailer
-/// points at.
-fn layout(path: &Path) -> Layout {
-    let bytes = fs::read(path).unwrap();
-    let len = bytes.len();
-    let footer = Footer::trailer_body_len(&bytes[len - TRAILER_LEN..]).map(|(body_len, crc)| {
-        let trailer = len - TRAILER_LEN;
-        let body = trailer - body_len;
-        let f = Footer::decode(&bytes[body..trailer], crc).unwrap();
-        assert!(f.record_count > 0 && f.block_count > 0);
-        (body as u64..trailer as u64, trailer as u64..len as u64)
-    });
-    let data_end = footer
-        .as_ref()
-        .map_or(len, |(body, _)| to_usize(body.start));
-    let mut blocks = Vec::new();
-    let mut at = SEGMENT_HEADER_LEN;
-    while at < data_end {
-        assert_eq!(
-            &bytes[at..at + 4],
-            b"BBLK",
-            "{}: block at {at}",
-            path.display()
-        );
-        let frames_len = le_u32(&bytes, at + 4) as usize;
-        let count = le_u32(&bytes, at + 8);
-        let first_seq = le_u64(&bytes, at + 16);
-        let end = at + BLOCK_HEADER_LEN + frames_len;
-        let mut frames = Vec::new();
-        let mut f = at + BLOCK_HEADER_LEN;
-        for i in 0..count {
-            let payload_len = le_u32(&bytes, f) as usize;
-            let next = f + format::frame_len(payload_len);
-            frames.push(FrameAt {
-                start: f as u64,
-                end: next as u64,
-                payload_len: payload_len as u64,
-                seq: first_seq + u64::from(i),
-            });
-            f = next;
-        }
-        assert_eq!(f, end, "frames fill their block");
-        blocks.push(BlockAt {
-            start: at as u64,
-            end: end as u64,
-            first_seq,
-            frames,
-        });
-        at = end;
-    }
-    assert_eq!(at, data_end);
-    if let Some((body, _)) = &footer {
-        let f = &bytes[to_usize(body.start)..];
-        assert_eq!(le_u64(f, 16), blocks.len() as u64, "footer block count");
-    }
-    Layout {
-        path: path.to_owned(),
-        len: len as u64,
-        blocks,
-        footer,
-    }
-}
-
-impl Layout {
-    /// A block that is neither the first nor the last of the segment.
-    fn middle_block(&self) -> &BlockAt {
-        assert!(self.blocks.len() >= 3);
-        &self.blocks[self.blocks.len() / 2]
-    }
-
-    /// A block before the last one with at least two frames.
-    fn multi_frame_block(&self) -> &BlockAt {
-        self.blocks[..self.blocks.len() - 1]
-            .iter()
-            .rev()
-            .find(|b| b.frames.len() >= 2)
-            .unwrap()
-    }
-
-    /// A frame (of a block before the last) whose payload has bytes, or padding.
-    fn frame_where(&self, pred: impl Fn(&FrameAt) -> bool) -> (&BlockAt, &FrameAt) {
-        self.blocks[..self.blocks.len() - 1]
-            .iter()
-            .flat_map(|b| b.frames.iter().map(move |f| (b, f)))
-            .find(|(_, f)| pred(f))
-            .unwrap()
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Damage and checks
 // ---------------------------------------------------------------------------------------
-
-/// Writes a file whatever its mode (sealed segments are read-only), keeping the mode.
-fn write_file(path: &Path, bytes: &[u8]) {
-    let mode = fs::metadata(path).map(|m| m.permissions().mode()).ok();
-    if mode.is_some() {
-        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    fs::write(path, bytes).unwrap();
-    if let Some(mode) = mode {
-        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
-    }
-}
-
-fn flip(path: &Path, at: u64) {
-    let mut bytes = fs::read(path).unwrap();
-    bytes[to_usize(at)] ^= 0xff;
-    write_file(path, &bytes);
-}
 
 /// Flips bytes of one file in place, for sweeps over every byte: cheaper than
 /// rewriting the file thousands of times.
@@ -1103,4 +953,141 @@ fn a_newer_format_version_is_refused_untouched() {
         let err = verify(copy.path(), None, None).unwrap_err();
         assert!(is_v99(&err), "{err}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The paths that read footers and the last segment only: digest and structure
+// ---------------------------------------------------------------------------------------
+
+/// `LogReader::digest` and `LogReader::structure` must both refuse `dir` with a
+/// corruption naming `segment`; returns the corruption.
+fn digest_refused(dir: &Path, segment: &Path) -> Corruption {
+    let reader = blackbox_log::LogReader::open(dir).unwrap();
+    let c = corruption(reader.digest().unwrap_err());
+    assert_eq!(c.segment, segment, "{c}");
+    let s = corruption(reader.structure().unwrap_err());
+    assert_eq!(s, c);
+    c
+}
+
+#[test]
+fn digest_refuses_a_log_with_a_missing_middle_segment() {
+    // Regression: the digest read only the last segment, so a log with a hole in the
+    // middle got a digest as if it were whole.
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let segs = segments(copy.path());
+    fs::remove_file(&segs[1]).unwrap();
+    let c = digest_refused(copy.path(), &segs[2]);
+    assert!(matches!(c.kind, CorruptionKind::SeqGap { .. }), "{c}");
+}
+
+#[test]
+fn digest_refuses_a_foreign_file_named_like_a_segment() {
+    // Regression: a foreign file among the segments went unnoticed by the digest.
+    let built = standard(None);
+    let segs = built.segments();
+    // In place of a middle segment, and beside intact ones under a seq they hold.
+    let copy = copy_dir(built.dir.path());
+    let replaced = in_dir(copy.path(), &segs[1]);
+    write_file(
+        &replaced,
+        b"these are not the bytes of a segment, but a shopping list",
+    );
+    let c = digest_refused(copy.path(), &replaced);
+    assert!(matches!(c.kind, CorruptionKind::SegmentHeader(_)), "{c}");
+
+    let copy = copy_dir(built.dir.path());
+    let first = format::parse_segment_file_name(segs[1].file_name().unwrap().to_str().unwrap());
+    let stray = copy
+        .path()
+        .join(format::segment_file_name(first.unwrap() + 1));
+    fs::write(&stray, [b'x'; 200]).unwrap();
+    let c = digest_refused(copy.path(), &stray);
+    assert!(matches!(c.kind, CorruptionKind::SegmentHeader(_)), "{c}");
+}
+
+#[test]
+fn digest_refuses_a_zero_length_stray_segment() {
+    // Regression: an empty file named after a seq past the end made the digest skip
+    // the real last segment and report the one before it.
+    let built = standard(None);
+    let segs = built.segments();
+    for (where_, seq) in [
+        ("past the end", 1_000_000u64),
+        (
+            "inside a sealed segment",
+            format::parse_segment_file_name(segs[1].file_name().unwrap().to_str().unwrap())
+                .unwrap()
+                + 1,
+        ),
+    ] {
+        let copy = copy_dir(built.dir.path());
+        let stray = copy.path().join(format::segment_file_name(seq));
+        fs::write(&stray, b"").unwrap();
+        let c = digest_refused(copy.path(), &stray);
+        assert!(
+            matches!(c.kind, CorruptionKind::SegmentHeader(_)),
+            "{where_}: {c}"
+        );
+        // Open and verify name the same file.
+        let err = corruption(open_fails(copy.path(), options(None)));
+        assert_eq!(err.segment, stray, "{where_}: {err}");
+        let err = corruption(verify(copy.path(), None, None).unwrap_err());
+        assert_eq!(err.segment, stray, "{where_}: {err}");
+    }
+}
+
+#[test]
+fn digest_refuses_an_unreadable_segment() {
+    let built = standard(None);
+    let copy = copy_dir(built.dir.path());
+    let seg = in_dir(copy.path(), &built.segments()[1]);
+    fs::set_permissions(&seg, fs::Permissions::from_mode(0o000)).unwrap();
+    if fs::File::open(&seg).is_ok() {
+        eprintln!("skipped: this user reads files whatever their mode (root)");
+        return;
+    }
+    let reader = blackbox_log::LogReader::open(copy.path()).unwrap();
+    match reader.digest() {
+        Err(Error::Io { path, .. }) => assert_eq!(path, seg),
+        other => panic!(
+            "expected an I/O error naming {}, got {other:?}",
+            seg.display()
+        ),
+    }
+}
+
+#[test]
+fn structure_describes_every_segment_of_an_intact_log() {
+    let built = standard(None);
+    let reader = blackbox_log::LogReader::open(built.dir.path()).unwrap();
+    let summaries = reader.structure().unwrap();
+    let segs = built.segments();
+    assert_eq!(summaries.len(), segs.len());
+    let mut next = 0;
+    for (s, path) in summaries.iter().zip(&segs) {
+        assert_eq!(&s.path, path);
+        assert_eq!(s.first_seq, next);
+        assert_eq!(s.len_bytes, fs::metadata(path).unwrap().len());
+        match s.sealed {
+            Some(f) => {
+                let recs: Vec<&Rec> = built
+                    .recs
+                    .iter()
+                    .filter(|r| r.seq >= s.first_seq && r.seq <= f.last.seq)
+                    .collect();
+                assert_eq!(f.record_count, recs.len() as u64);
+                assert_eq!(f.first_ts_ns, recs[0].ts);
+                assert_eq!(f.last_ts_ns, recs[recs.len() - 1].ts);
+                next = f.last.seq + 1;
+            }
+            None => assert_eq!(path, segs.last().unwrap()),
+        }
+    }
+    assert_eq!(
+        reader.digest().unwrap(),
+        Some(built.last_digest()),
+        "the digest of an intact log is the writer's"
+    );
 }

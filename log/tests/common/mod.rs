@@ -1,11 +1,14 @@
 //! Helpers shared by the integration tests: a tiny deterministic PRNG, records that are
 //! a function of their seq (so any reader can check any record it is handed), and
-//! directory copies and full reads.
+//! directory copies and full reads, and the byte layout of segment files.
 #![allow(dead_code, reason = "each test binary uses a subset of the helpers")]
 
 use std::fs;
-use std::path::Path;
+use std::ops::Range;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
+use blackbox_log::format::{self, BLOCK_HEADER_LEN, Footer, SEGMENT_HEADER_LEN, TRAILER_LEN};
 use blackbox_log::{ChainKey, LogReader, ReaderOptions, RecordType, Seq};
 
 /// splitmix64: tiny and deterministic, for delays, batch sizes and read ranges.
@@ -83,4 +86,158 @@ pub fn read_all(dir: &Path, key: Option<[u8; 32]>) -> Vec<Rec> {
             }
         })
         .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Finding the regions of a segment file
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+pub struct FrameAt {
+    pub start: u64,
+    pub end: u64,
+    pub payload_len: u64,
+    pub seq: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct BlockAt {
+    pub start: u64,
+    pub end: u64,
+    pub first_seq: u64,
+    pub frames: Vec<FrameAt>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub path: PathBuf,
+    pub len: u64,
+    pub blocks: Vec<BlockAt>,
+    /// Footer body, then trailer, of a sealed segment.
+    pub footer: Option<(Range<u64>, Range<u64>)>,
+}
+
+pub fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+pub fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+pub fn to_usize(x: u64) -> usize {
+    usize::try_from(x).unwrap()
+}
+
+/// Walks a segment file: header, blocks (72-byte header, `frames_len` at bytes 4..8,
+/// frames of a 16-byte header and a payload padded to 8), and the footer a trailer
+/// points at.
+pub fn layout(path: &Path) -> Layout {
+    let bytes = fs::read(path).unwrap();
+    let len = bytes.len();
+    let footer = Footer::trailer_body_len(&bytes[len - TRAILER_LEN..]).map(|(body_len, crc)| {
+        let trailer = len - TRAILER_LEN;
+        let body = trailer - body_len;
+        let f = Footer::decode(&bytes[body..trailer], crc).unwrap();
+        assert!(f.record_count > 0 && f.block_count > 0);
+        (body as u64..trailer as u64, trailer as u64..len as u64)
+    });
+    let data_end = footer
+        .as_ref()
+        .map_or(len, |(body, _)| to_usize(body.start));
+    let mut blocks = Vec::new();
+    let mut at = SEGMENT_HEADER_LEN;
+    while at < data_end {
+        assert_eq!(
+            &bytes[at..at + 4],
+            b"BBLK",
+            "{}: block at {at}",
+            path.display()
+        );
+        let frames_len = le_u32(&bytes, at + 4) as usize;
+        let count = le_u32(&bytes, at + 8);
+        let first_seq = le_u64(&bytes, at + 16);
+        let end = at + BLOCK_HEADER_LEN + frames_len;
+        let mut frames = Vec::new();
+        let mut f = at + BLOCK_HEADER_LEN;
+        for i in 0..count {
+            let payload_len = le_u32(&bytes, f) as usize;
+            let next = f + format::frame_len(payload_len);
+            frames.push(FrameAt {
+                start: f as u64,
+                end: next as u64,
+                payload_len: payload_len as u64,
+                seq: first_seq + u64::from(i),
+            });
+            f = next;
+        }
+        assert_eq!(f, end, "frames fill their block");
+        blocks.push(BlockAt {
+            start: at as u64,
+            end: end as u64,
+            first_seq,
+            frames,
+        });
+        at = end;
+    }
+    assert_eq!(at, data_end);
+    if let Some((body, _)) = &footer {
+        let f = &bytes[to_usize(body.start)..];
+        assert_eq!(le_u64(f, 16), blocks.len() as u64, "footer block count");
+    }
+    Layout {
+        path: path.to_owned(),
+        len: len as u64,
+        blocks,
+        footer,
+    }
+}
+
+impl Layout {
+    /// A block that is neither the first nor the last of the segment.
+    pub fn middle_block(&self) -> &BlockAt {
+        assert!(self.blocks.len() >= 3);
+        &self.blocks[self.blocks.len() / 2]
+    }
+
+    /// A block before the last one with at least two frames.
+    pub fn multi_frame_block(&self) -> &BlockAt {
+        self.blocks[..self.blocks.len() - 1]
+            .iter()
+            .rev()
+            .find(|b| b.frames.len() >= 2)
+            .unwrap()
+    }
+
+    /// A frame (of a block before the last) whose payload has bytes, or padding.
+    pub fn frame_where(&self, pred: impl Fn(&FrameAt) -> bool) -> (&BlockAt, &FrameAt) {
+        self.blocks[..self.blocks.len() - 1]
+            .iter()
+            .flat_map(|b| b.frames.iter().map(move |f| (b, f)))
+            .find(|(_, f)| pred(f))
+            .unwrap()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Damage and checks
+// ---------------------------------------------------------------------------------------
+
+/// Writes a file whatever its mode (sealed segments are read-only), keeping the mode.
+pub fn write_file(path: &Path, bytes: &[u8]) {
+    let mode = fs::metadata(path).map(|m| m.permissions().mode()).ok();
+    if mode.is_some() {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    fs::write(path, bytes).unwrap();
+    if let Some(mode) = mode {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+/// Flips every bit of the byte at `at` of a file, whatever its mode.
+pub fn flip(path: &Path, at: u64) {
+    let mut bytes = fs::read(path).unwrap();
+    bytes[to_usize(at)] ^= 0xff;
+    write_file(path, &bytes);
 }
