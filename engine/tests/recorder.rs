@@ -14,7 +14,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use blackbox::log::storage::{Fault, FaultyStorage};
 use blackbox::policy::{IncidentPolicy, KindError, Policy, Sampling, Tier};
@@ -930,24 +930,29 @@ fn overflow_drop_never_blocks_and_counts_each_lost_event_by_kind() {
     let kinds = ["cmd.move", "traj.pose", "debug.tick", "cmd.grip"];
     let mut calls: HashMap<&str, u64> = HashMap::new();
     let mut queued: HashMap<&str, u64> = HashMap::new();
-    let mut slowest = Duration::ZERO;
-    for i in 0..600usize {
-        let kind = kinds[i % 7 % kinds.len()];
-        let start = Instant::now();
-        rec.record(&Event::new(kind).json("{}")).unwrap();
-        slowest = slowest.max(start.elapsed());
-        *calls.entry(kind).or_default() += 1;
-        // The first CAPACITY events that reach the channel fit; drop-tier ones never
-        // reach it.
-        if kind != "debug.tick" && queued.values().sum::<u64>() < CAPACITY as u64 {
-            *queued.entry(kind).or_default() += 1;
-        }
-    }
-    // Not a performance bound: a call that waited for the gate would take forever.
-    assert!(
-        slowest < Duration::from_millis(50),
-        "record() blocked: {slowest:?}"
-    );
+    // The producer runs on its own thread while the writer stays stalled: it must finish
+    // all its calls with the gate still closed (a call that waited for the disk would
+    // wait forever, and the deadline below would fail the test).
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..600usize {
+                let kind = kinds[i % 7 % kinds.len()];
+                rec.record(&Event::new(kind).json("{}")).unwrap();
+                *calls.entry(kind).or_default() += 1;
+                // The first CAPACITY events that reach the channel fit; drop-tier ones
+                // never reach it.
+                if kind != "debug.tick" && queued.values().sum::<u64>() < CAPACITY as u64 {
+                    *queued.entry(kind).or_default() += 1;
+                }
+            }
+            done_tx.send(()).unwrap();
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_secs(60)).is_ok(),
+            "record() blocked behind the stalled writer"
+        );
+    });
     assert_eq!(gate.gate().waiting(), 1, "the writer is still stalled");
     gate.gate().open();
     rec.sync().unwrap();
@@ -987,8 +992,10 @@ fn overflow_block_waits_for_the_stalled_writer_and_loses_nothing() {
     let (rec, gate) = stalled(dir.path(), config);
     let released = AtomicBool::new(false);
     let done = AtomicBool::new(false);
+    let (tid_tx, tid_rx) = crossbeam_channel::bounded(1);
     std::thread::scope(|s| {
         let producer = s.spawn(|| {
+            tid_tx.send(common::current_thread_id()).unwrap();
             for i in 0..3 {
                 rec.record(&Event::new("cmd.move").json(&i.to_string()))
                     .unwrap();
@@ -996,8 +1003,16 @@ fn overflow_block_waits_for_the_stalled_writer_and_loses_nothing() {
             done.store(true, Ordering::SeqCst);
             released.load(Ordering::SeqCst)
         });
-        std::thread::sleep(Duration::from_millis(200));
+        // Waits until the producer is asleep (blocked in `record()`) or done: a producer
+        // that finished while the writer is stalled did not wait.
+        let tid = tid_rx.recv().unwrap();
+        common::wait_until(
+            "the producer to block or finish",
+            Duration::from_secs(60),
+            || done.load(Ordering::SeqCst) || common::thread_sleeping(&tid),
+        );
         assert!(!done.load(Ordering::SeqCst), "the producer did not wait");
+        assert_eq!(gate.gate().waiting(), 1, "the writer is still stalled");
         released.store(true, Ordering::SeqCst);
         gate.gate().open();
         assert!(

@@ -343,6 +343,27 @@ pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
     }
 }
 
+/// The calling thread's id in `/proc` (`/proc/self/task/ID`).
+pub fn current_thread_id() -> String {
+    let link = fs::read_link("/proc/thread-self").expect("read /proc/thread-self");
+    link.file_name()
+        .expect("/proc/thread-self names a task")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether the thread `tid` of this process is asleep (state `S`: waiting on a lock,
+/// a condition or a futex), as `/proc` reports it.
+pub fn thread_sleeping(tid: &str) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "S")
+}
+
 /// A gate threads wait at while it is closed, counting who waits.
 #[derive(Debug, Default)]
 pub struct Gate {
