@@ -127,20 +127,21 @@ pub struct ValueStats {
     pub min: f64,
     /// Largest value.
     pub max: f64,
-    /// Sum of the values.
+    /// Sum of the values, compensated (Neumaier). When the values are finite but their
+    /// sum is beyond the `f64` range, it is ±infinity: [`ValueStats::sum_overflowed`].
     pub sum: f64,
     /// The value of the last event in the window that carried it.
     pub last: f64,
+    /// The mean of the values, finite whenever they all are (computed from a sum that
+    /// cannot overflow, so it is right even when `sum` did).
+    pub mean: f64,
 }
 
 impl ValueStats {
-    /// The mean of the values (`sum / count`).
-    pub fn mean(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.sum / self.count as f64
-        }
+    /// Whether `sum` is infinite only because the sum of finite values left the `f64`
+    /// range (then `mean` is still the mean).
+    pub fn sum_overflowed(&self) -> bool {
+        self.sum.is_infinite() && self.min.is_finite() && self.max.is_finite()
     }
 }
 

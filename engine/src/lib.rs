@@ -52,6 +52,7 @@ mod event;
 mod names;
 pub mod policy;
 mod recorder;
+mod sum;
 mod working;
 
 pub use blackbox_kb as kb;

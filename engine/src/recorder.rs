@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::names::{Interner, KindInfo, Kinds};
 use crate::policy::{self, Policy, Sampling, Tier};
+use crate::sum::WideSum;
 use crate::working::WorkingMemory;
 
 /// What `record` does when the writer falls behind and the channel is full.
@@ -823,7 +824,17 @@ struct Window {
     start_ns: u64,
     end_ns: u64,
     count: u64,
-    values: BTreeMap<u32, ValueStats>,
+    values: BTreeMap<u32, ValueAcc>,
+}
+
+/// One value's aggregates in an open summary window.
+#[derive(Debug)]
+struct ValueAcc {
+    count: u64,
+    min: f64,
+    max: f64,
+    sum: WideSum,
+    last: f64,
 }
 
 /// Sampling state of one kind.
@@ -1300,18 +1311,17 @@ impl Writer {
         });
         w.count += 1;
         for &(name, v) in &msg.values {
-            let s = w.values.entry(name).or_insert(ValueStats {
-                name,
+            let s = w.values.entry(name).or_insert(ValueAcc {
                 count: 0,
                 min: v,
                 max: v,
-                sum: 0.0,
+                sum: WideSum::default(),
                 last: v,
             });
             s.count += 1;
             s.min = s.min.min(v);
             s.max = s.max.max(v);
-            s.sum += v;
+            s.sum.add(v);
             s.last = v;
         }
     }
@@ -1326,7 +1336,19 @@ impl Writer {
             window_start_ns: w.start_ns,
             window_end_ns: w.end_ns,
             count: w.count,
-            values: w.values.into_values().collect(),
+            values: w
+                .values
+                .into_iter()
+                .map(|(name, a)| ValueStats {
+                    name,
+                    count: a.count,
+                    min: a.min,
+                    max: a.max,
+                    sum: a.sum.sum(),
+                    last: a.last,
+                    mean: a.sum.mean(a.count, a.min, a.max),
+                })
+                .collect(),
         };
         let at = w.end_ns.min(self.shared.clock.now_ns());
         self.emit_encoded(codec::SUMMARY, at, &record);

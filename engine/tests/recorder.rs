@@ -544,6 +544,50 @@ fn a_late_event_is_summarized_in_its_own_window() {
     assert!(records >= windows.len());
 }
 
+/// Guards summaries of values near `f64::MAX`: their sum used to overflow to infinity,
+/// making the mean infinite too (both printed as null). The mean now stays finite and
+/// the record says the sum overflowed.
+#[test]
+fn a_summary_of_huge_finite_values_has_a_finite_mean_and_a_flagged_sum() {
+    let clock = ManualClock::new(T0);
+    let dir = tempfile::tempdir().unwrap();
+    let policy = Policy::builder()
+        .rule("sensor.*", Tier::Summary { window_ns: SEC })
+        .build()
+        .unwrap();
+    let rec = Recorder::open(dir.path(), manual(&clock, policy)).unwrap();
+    for v in [f64::MAX, f64::MAX, 1.0, -1.0] {
+        let values = [("big", v), ("small", 2.0)];
+        rec.record(&Event::new("sensor.range").values(&values))
+            .unwrap();
+    }
+    rec.close().unwrap();
+    let recs = common::read_log(dir.path());
+    let summary = recs
+        .iter()
+        .find_map(|r| match r {
+            Rec::Summary { values, .. } => Some(values.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let big = &summary["big"];
+    assert_eq!(big.count, 4);
+    assert_eq!(
+        big.sum,
+        f64::INFINITY,
+        "a sum beyond f64 is flagged as +inf"
+    );
+    // By hand: (2 MAX + 1 - 1) / 4 = MAX / 2.
+    assert!(
+        (big.mean - f64::MAX / 2.0).abs() <= f64::MAX * 1e-15,
+        "{}",
+        big.mean
+    );
+    assert_eq!((big.min, big.max, big.last), (-1.0, f64::MAX, -1.0));
+    let small = &summary["small"];
+    assert_eq!((small.sum, small.mean), (8.0, 2.0));
+}
+
 // ---------------------------------------------------------------------------------------
 // Incident capture
 // ---------------------------------------------------------------------------------------

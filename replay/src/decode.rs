@@ -203,12 +203,21 @@ pub struct ValueSummary {
     pub min: f64,
     /// Largest value.
     pub max: f64,
-    /// `sum / count`.
+    /// The mean, finite whenever the values are (even when `sum` overflowed).
     pub mean: f64,
-    /// Sum of the values.
+    /// Sum of the values; ±infinity when the sum of finite values is beyond the `f64`
+    /// range ([`ValueSummary::sum_overflowed`]).
     pub sum: f64,
     /// The last value of the window.
     pub last: f64,
+}
+
+impl ValueSummary {
+    /// Whether `sum` is infinite only because the sum of finite values left the `f64`
+    /// range (then `mean` is still the mean).
+    pub fn sum_overflowed(&self) -> bool {
+        self.sum.is_infinite() && self.min.is_finite() && self.max.is_finite()
+    }
 }
 
 /// A summary record: one window `[window_start_ns, window_end_ns)` of one kind. A late
@@ -400,13 +409,12 @@ impl Decoder {
                 for v in s.values.iter() {
                     let name = self.lookup(v.name.to_native(), "value name", seq, t)?;
                     let count = v.count.to_native();
-                    let sum = v.sum.to_native();
                     let summary = ValueSummary {
                         count,
                         min: v.min.to_native(),
                         max: v.max.to_native(),
-                        mean: if count == 0 { 0.0 } else { sum / count as f64 },
-                        sum,
+                        mean: v.mean.to_native(),
+                        sum: v.sum.to_native(),
                         last: v.last.to_native(),
                     };
                     if values.insert(name.clone(), summary).is_some() {

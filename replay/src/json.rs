@@ -28,7 +28,9 @@ pub fn hex(bytes: &[u8]) -> String {
 ///   JSON payload is the JSON value itself; a raw payload is a string of lowercase hex
 ///   digits; no payload is null. A non-finite value is null.
 /// - summary: `kind`, `window_start`, `window_end` (RFC 3339), `window_start_ns`,
-///   `window_end_ns`, `count`, `values: {name: {min, max, mean, sum, last, count}}`.
+///   `window_end_ns`, `count`, `values: {name: {min, max, mean, sum, last, count}}`;
+///   a sum of finite values beyond the `f64` range is null with `"sum_overflow": true`
+///   (its mean is still given).
 /// - accounting: `kinds: {kind: {seen, kept, sampled_out, summarized, dropped,
 ///   overflow, preroll}}`.
 /// - checkpoint: `working: {key: value}`.
@@ -59,17 +61,19 @@ pub fn to_json(record: &Record) -> Value {
                 .values
                 .iter()
                 .map(|(name, v)| {
-                    (
-                        name.clone(),
-                        json!({
-                            "min": v.min,
-                            "max": v.max,
-                            "mean": v.mean,
-                            "sum": v.sum,
-                            "last": v.last,
-                            "count": v.count,
-                        }),
-                    )
+                    let mut value = json!({
+                        "min": v.min,
+                        "max": v.max,
+                        "mean": v.mean,
+                        "sum": v.sum,
+                        "last": v.last,
+                        "count": v.count,
+                    });
+                    if v.sum_overflowed() {
+                        // JSON has no infinity: `sum` is null, and this says why.
+                        value["sum_overflow"] = true.into();
+                    }
+                    (name.clone(), value)
                 })
                 .collect();
             o.insert("values".into(), Value::Object(values));

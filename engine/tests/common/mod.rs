@@ -209,7 +209,7 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                     min: stats.min,
                     max: stats.max,
                     sum: stats.sum,
-                    mean: stats.mean(),
+                    mean: stats.mean,
                     last: stats.last,
                 };
                 assert!(
