@@ -181,7 +181,7 @@ fn control_tick(recorder: &Recorder, t: u64, tick: u64) -> Result<(), BoxError> 
     let wm = recorder.working();
     match t / MS {
         500 => {
-            wm.set("goal", serde_json::json!({"task": "pick", "object": "cup"}));
+            wm.set("goal", serde_json::json!({"task": "pick", "object": "cup"}))?;
             recorder.record(
                 &Event::new("action.plan")
                     .source("planner")
@@ -197,7 +197,7 @@ fn control_tick(recorder: &Recorder, t: u64, tick: u64) -> Result<(), BoxError> 
             wm.set(
                 "grip",
                 serde_json::json!({"state": "closed", "force_n": 12.5}),
-            );
+            )?;
             recorder.record(
                 &Event::new("action.grasp")
                     .source("gripper")
@@ -216,7 +216,7 @@ fn control_tick(recorder: &Recorder, t: u64, tick: u64) -> Result<(), BoxError> 
             wm.set(
                 "grip",
                 serde_json::json!({"state": "slipping", "force_n": 3.1}),
-            );
+            )?;
             recorder.record(
                 &Event::new("failure.gripper")
                     .source("gripper")
@@ -232,7 +232,7 @@ fn control_tick(recorder: &Recorder, t: u64, tick: u64) -> Result<(), BoxError> 
             wm.set(
                 "goal",
                 serde_json::json!({"task": "recover", "object": "cup"}),
-            );
+            )?;
             wm.remove("grip");
             recorder.record(
                 &Event::new("action.replan")

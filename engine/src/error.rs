@@ -47,6 +47,16 @@ pub enum Error {
         /// The log's record limit in bytes.
         limit_bytes: usize,
     },
+    /// A working-memory `set` that would make the memory too large to checkpoint in
+    /// one log record; the memory was left as it was.
+    WorkingMemoryTooLarge {
+        /// The key that was being set.
+        key: String,
+        /// Size the memory's JSON would have had, in bytes.
+        size_bytes: usize,
+        /// The log's record limit in bytes.
+        limit_bytes: usize,
+    },
     /// The recorder was closed.
     Closed,
     /// A knowledge-base operation failed. A refused write committed nothing, except
@@ -86,6 +96,14 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "the working memory ({size_bytes} bytes of JSON) is over the log's record limit of {limit_bytes} bytes: not checkpointed"
+            ),
+            Error::WorkingMemoryTooLarge {
+                key,
+                size_bytes,
+                limit_bytes,
+            } => write!(
+                f,
+                "setting working-memory key {key:?} would make the memory {size_bytes} bytes of JSON, over the log's record limit of {limit_bytes} bytes: not set"
             ),
             Error::Closed => write!(f, "the recorder is closed"),
             Error::Kb(e) => write!(f, "{e}"),

@@ -34,7 +34,7 @@
 //! recorder.record(&Event::new("sensor.imu").values(&[("ax", 0.1)]))?;
 //! recorder.record(&Event::new("debug.tick"))?;
 //! recorder.record(&Event::new("action.grasp").json(r#"{"object":"cup"}"#))?;
-//! recorder.working().set("goal", serde_json::json!("cup"));
+//! recorder.working().set("goal", serde_json::json!("cup"))?;
 //! recorder.checkpoint()?;
 //!
 //! let stats = recorder.stats()?;

@@ -279,7 +279,7 @@ impl Recorder {
             clock: Arc::clone(&config.clock),
             names: Interner::default(),
             kinds: Kinds::default(),
-            working: Arc::new(WorkingMemory::default()),
+            working: Arc::new(WorkingMemory::with_limit(log.record_bytes_max())),
             postroll_until_ns: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),

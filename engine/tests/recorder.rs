@@ -671,7 +671,7 @@ fn preroll_and_postroll_hold_exactly_the_events_around_a_trigger() {
     let clock = ManualClock::new(T0);
     let dir = tempfile::tempdir().unwrap();
     let rec = Recorder::open(dir.path(), manual(&clock, incident_policy())).unwrap();
-    rec.working().set("mode", json!("pick"));
+    rec.working().set("mode", json!("pick")).unwrap();
     let mut model = Model::default();
     // Steps 0..=20 run from T0 to T0 + 5 s, before the trigger.
     for i in 0..=20 {
@@ -1104,12 +1104,13 @@ fn record_n(rec: &Recorder, kind: &str, n: usize) {
 fn working_memory_survives_a_restart_as_it_was_at_close() {
     let dir = tempfile::tempdir().unwrap();
     let rec = Recorder::open(dir.path(), Config::new()).unwrap();
-    rec.working().set("goal", json!("cup"));
-    rec.working().set("step", json!(1));
+    rec.working().set("goal", json!("cup")).unwrap();
+    rec.working().set("step", json!(1)).unwrap();
     let checkpoint_seq = rec.checkpoint().unwrap();
-    rec.working().set("step", json!(2));
+    rec.working().set("step", json!(2)).unwrap();
     rec.working()
-        .set("holding", json!({"object": "cup", "force": 3.5}));
+        .set("holding", json!({"object": "cup", "force": 3.5}))
+        .unwrap();
     rec.working().remove("goal");
     let at_close = rec.working().snapshot();
     rec.close().unwrap();
@@ -1317,44 +1318,69 @@ fn after_a_failed_fsync_every_call_returns_the_writer_error() {
     );
 }
 
-/// Guards that a working memory too large for one log record is refused as a
-/// checkpoint with its size and the limit, writes nothing, and does not stop the
-/// recorder (it used to poison the writer for good).
+/// Guards the working memory across a restart: a close checkpoint over the record limit
+/// used to be skipped without a word, and the next run restored `{}`. The `set` that
+/// would make the memory too large is refused instead (nothing changes), so every
+/// checkpoint holds the memory whole and the next run restores it.
 #[test]
-fn a_checkpoint_too_large_for_a_record_is_refused_and_the_recorder_goes_on() {
+fn a_set_that_would_make_the_memory_too_large_to_checkpoint_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config::new()
-        .event_bytes_max(1024)
-        .log_options(LogOptions::new().record_bytes_max(4096));
-    let rec = Recorder::open(dir.path(), config).unwrap();
-    rec.working().set("transcript", json!("x".repeat(8192)));
-    match rec.checkpoint() {
-        Err(Error::CheckpointTooLarge {
-            size_bytes,
-            limit_bytes,
-        }) => {
-            assert!(size_bytes > 8192);
-            assert_eq!(limit_bytes, 4096);
+    let config = || {
+        Config::new()
+            .event_bytes_max(1024)
+            .log_options(LogOptions::new().record_bytes_max(4096))
+    };
+    let rec = Recorder::open(dir.path(), config()).unwrap();
+    rec.working().set("goal", json!("cup")).unwrap();
+    match rec.working().set("transcript", json!("x".repeat(8192))) {
+        Err(e @ Error::WorkingMemoryTooLarge { .. }) => {
+            let Error::WorkingMemoryTooLarge {
+                key,
+                size_bytes,
+                limit_bytes,
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!(key, "transcript");
+            // {"goal":"cup","transcript":"xx...x"}, counted by hand.
+            assert_eq!(
+                *size_bytes,
+                8192 + r#"{"goal":"cup","transcript":""}"#.len()
+            );
+            assert_eq!(*limit_bytes, 4096);
+            let message = e.to_string();
+            assert!(
+                message.contains("transcript") && message.contains("4096"),
+                "{message}"
+            );
         }
-        other => panic!("expected CheckpointTooLarge, got {other:?}"),
+        other => panic!("expected WorkingMemoryTooLarge, got {other:?}"),
     }
-    // Nothing was written and nothing failed: the recorder goes on.
-    rec.sync().unwrap();
+    // Nothing changed and nothing failed: the recorder goes on.
+    assert_eq!(rec.working().get("transcript"), None);
     rec.record(&Event::new("action.after")).unwrap();
-    rec.working().remove("transcript");
-    rec.working().set("goal", json!("cup"));
-    let seq = rec.checkpoint().unwrap();
+    // A value that fits next to the rest is taken, up to the limit.
+    rec.working().set("notes", json!("y".repeat(3000))).unwrap();
+    let at_close = rec.working().snapshot();
     rec.close().unwrap();
-    let checkpoints: Vec<_> = common::read_log(dir.path())
-        .into_iter()
-        .filter_map(|r| match r {
-            Rec::Checkpoint { seq, memory, .. } => Some((seq, memory)),
+
+    let recs = common::read_log(dir.path());
+    let last = recs
+        .iter()
+        .rev()
+        .find_map(|r| match r {
+            Rec::Checkpoint { memory, .. } => Some(memory.clone()),
             _ => None,
         })
-        .collect();
-    assert_eq!(checkpoints[0].0, seq.0);
-    assert_eq!(checkpoints[0].1.get("goal"), Some(&json!("cup")));
-    assert!(!checkpoints[0].1.contains_key("transcript"));
+        .unwrap();
+    assert_eq!(
+        last, at_close,
+        "the close checkpoint holds the memory whole"
+    );
+    let rec = Recorder::open(dir.path(), config()).unwrap();
+    assert_eq!(rec.working().snapshot(), at_close);
+    rec.close().unwrap();
 }
 
 /// Guards the config check: an event limit that the log's record limit cannot hold is

@@ -47,7 +47,7 @@ fn recorded_log(dir: &std::path::Path) {
             )
             .unwrap();
         if i % 100 == 99 {
-            recorder.working().set("i", json!(i));
+            recorder.working().set("i", json!(i)).unwrap();
             recorder.checkpoint().unwrap();
         }
         if i % 10 == 0 {

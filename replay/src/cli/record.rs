@@ -290,11 +290,14 @@ fn apply(
                 Err(e) => Err(e.into()),
             }
         }
-        Line::Set { key, value } => {
-            recorder.working().set(key, value);
-            tally.ops += 1;
-            Ok(Ok(()))
-        }
+        Line::Set { key, value } => match recorder.working().set(key, value) {
+            Ok(_) => {
+                tally.ops += 1;
+                Ok(Ok(()))
+            }
+            Err(e @ blackbox::Error::WorkingMemoryTooLarge { .. }) => Ok(Err(e.to_string())),
+            Err(e) => Err(e.into()),
+        },
         Line::Del { key } => {
             recorder.working().remove(&key);
             tally.ops += 1;
