@@ -160,9 +160,15 @@ pub struct SummaryRecord {
     pub values: Vec<ValueStats>,
 }
 
-/// Per-kind counters. In an accounting record they are running totals since the log was
-/// created, and for every kind `seen = kept + sampled_out + summarized + dropped +
-/// overflow`.
+/// Per-kind counters: running totals since the log was created.
+///
+/// `seen` is counted by the producers, where `record` accepts an event; the outcomes
+/// (`kept`, `sampled_out`, `summarized`, `dropped`, `overflow`, `lost`) where they are
+/// decided, most of them by the writer. So `seen` equals the sum of the outcomes only
+/// once every accepted event has reached the writer ([`Counters::balanced`]): in the
+/// accounting record written at close, and in [`Recorder::stats`](crate::Recorder::stats)
+/// when no producer is recording. An accounting record written while events were still
+/// queued shows `seen` ahead by those events; a later record accounts them.
 #[derive(
     Debug,
     Clone,
@@ -177,7 +183,7 @@ pub struct SummaryRecord {
     serde::Deserialize,
 )]
 pub struct Counters {
-    /// Events recorded.
+    /// Events recorded (accepted by `record` or `record_evidence`).
     pub seen: u64,
     /// Events written (full, sampled in, or post-roll).
     pub kept: u64,
@@ -189,9 +195,13 @@ pub struct Counters {
     pub dropped: u64,
     /// Events lost because the writer could not keep up (overflow policy `drop`).
     pub overflow: u64,
-    /// Sampled-out or summarized events that were also written in full from the
-    /// pre-roll ring when an incident was triggered (not part of the sum above).
+    /// Sampled-out, summarized or pre-roll drop-tier events that were also written in
+    /// full from the pre-roll ring when an incident was triggered (not an outcome of
+    /// its own: not part of the sum).
     pub preroll: u64,
+    /// Events accepted that the writer could not write or fold because it had failed
+    /// (the log's error stopped it), counted instead of discarded.
+    pub lost: u64,
 }
 
 impl Counters {
@@ -204,15 +214,25 @@ impl Counters {
         self.dropped += other.dropped;
         self.overflow += other.overflow;
         self.preroll += other.preroll;
+        self.lost += other.lost;
     }
 
-    /// Whether `seen` equals the sum of the five outcomes.
+    /// The events whose outcome is counted: kept, sampled out, summarized, dropped,
+    /// overflow and lost.
+    pub fn outcomes(&self) -> u64 {
+        self.kept + self.sampled_out + self.summarized + self.dropped + self.overflow + self.lost
+    }
+
+    /// Whether `seen` equals the sum of the six outcomes: every event recorded has one.
     pub fn balanced(&self) -> bool {
-        self.seen == self.kept + self.sampled_out + self.summarized + self.dropped + self.overflow
+        self.seen == self.outcomes()
     }
 }
 
-/// Counters of every kind, running totals.
+/// Per-kind running totals: an accounting record lists the kinds whose totals changed
+/// since the log's previous accounting record (a kind it does not list keeps its
+/// totals). A segment's preamble holds the totals of every kind, so a reader folds the
+/// accounting records from the start of a segment that opens with them.
 #[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct AccountingRecord {
     /// (interned kind, counters), sorted by kind id.

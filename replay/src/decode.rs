@@ -1,12 +1,12 @@
 //! Typed records: the recorder's records decoded, interned names resolved.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use blackbox::codec::{
     self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedEventRecord,
     ArchivedIncidentRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
 };
-use blackbox::{Counters, LogRecord};
+use blackbox::{Counters, DictionaryFold, LogRecord};
 
 use crate::error::{Error, Result};
 
@@ -236,7 +236,10 @@ pub struct Summary {
     pub values: BTreeMap<String, ValueSummary>,
 }
 
-/// An accounting record: per-kind running totals since the log was created.
+/// An accounting record: per-kind running totals since the log was created, of the
+/// kinds whose totals changed since the log's previous accounting record (a kind it
+/// does not list keeps its totals). Fold them: [`stats`](crate::stats) and
+/// [`state_at`](crate::state_at) do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accounting {
     /// Counters by kind.
@@ -304,7 +307,7 @@ pub fn record_hash(seq: u64, ts_ns: u64, record_type: u16, payload: &[u8]) -> [u
 /// [`Replay`]: crate::Replay
 #[derive(Debug, Default, Clone)]
 pub struct Decoder {
-    names: HashMap<u32, String>,
+    names: DictionaryFold,
 }
 
 impl Decoder {
@@ -355,7 +358,7 @@ impl Decoder {
 
     /// The name of an interned id, if a dictionary record seen so far names it.
     pub fn name(&self, id: u32) -> Option<&str> {
-        self.names.get(&id).map(String::as_str)
+        self.names.name(id)
     }
 
     fn decode_body(&mut self, t: RecordType, seq: u64, payload: &[u8]) -> Result<Body> {
@@ -444,6 +447,7 @@ impl Decoder {
                         dropped: c.dropped.to_native(),
                         overflow: c.overflow.to_native(),
                         preroll: c.preroll.to_native(),
+                        lost: c.lost.to_native(),
                     };
                     if kinds.insert(name.clone(), counters).is_some() {
                         return Err(fail(format!("kind {name:?} appears twice")));
@@ -487,18 +491,10 @@ impl Decoder {
                     .iter()
                     .map(|e| (e.0.to_native(), e.1.as_str().to_owned()))
                     .collect();
+                // The recorder's own rules for a dictionary (ids from 1 within the limit,
+                // no id or name given twice), as it applies them when it reopens a log.
                 for (id, name) in &entries {
-                    match self.names.get(id) {
-                        Some(old) if old != name => {
-                            return Err(fail(format!(
-                                "it renames id {id} from {old:?} to {name:?}"
-                            )));
-                        }
-                        Some(_) => {}
-                        None => {
-                            self.names.insert(*id, name.clone());
-                        }
-                    }
+                    self.names.add(*id, name).map_err(&fail)?;
                 }
                 Body::Dictionary(Dictionary { entries })
             }
@@ -507,10 +503,13 @@ impl Decoder {
     }
 
     fn lookup(&self, id: u32, what: &str, seq: u64, t: RecordType) -> Result<String> {
-        self.names.get(&id).cloned().ok_or_else(|| Error::Decode {
-            seq,
-            record_type: t.tag().0,
-            reason: format!("its {what} id {id} is named by no dictionary record before it"),
-        })
+        self.names
+            .name(id)
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Decode {
+                seq,
+                record_type: t.tag().0,
+                reason: format!("its {what} id {id} is named by no dictionary record before it"),
+            })
     }
 }

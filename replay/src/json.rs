@@ -32,7 +32,8 @@ pub fn hex(bytes: &[u8]) -> String {
 ///   a sum of finite values beyond the `f64` range is null with `"sum_overflow": true`
 ///   (its mean is still given).
 /// - accounting: `kinds: {kind: {seen, kept, sampled_out, summarized, dropped,
-///   overflow, preroll}}`.
+///   overflow, preroll, lost}}`, the kinds whose running totals changed since the
+///   previous accounting record.
 /// - checkpoint: `working: {key: value}`.
 /// - kb: `commit` (the commit object).
 /// - incident: `kind` and `trigger_kind` (the trigger's kind), `trigger_seq`,
@@ -128,7 +129,7 @@ pub fn to_json(record: &Record) -> Value {
 }
 
 /// A set of counters as `{seen, kept, sampled_out, summarized, dropped, overflow,
-/// preroll}`.
+/// preroll, lost}`.
 pub(crate) fn counters_json(c: &blackbox::Counters) -> Value {
     json!({
         "seen": c.seen,
@@ -138,6 +139,7 @@ pub(crate) fn counters_json(c: &blackbox::Counters) -> Value {
         "dropped": c.dropped,
         "overflow": c.overflow,
         "preroll": c.preroll,
+        "lost": c.lost,
     })
 }
 

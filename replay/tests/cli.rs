@@ -63,7 +63,7 @@ fn record_prints_acks_and_a_summary_and_replay_shows_every_event_field() {
         assert_eq!(
             summary["kinds"][kind],
             json!({"seen": 1, "kept": 1, "sampled_out": 0, "summarized": 0, "dropped": 0,
-                   "overflow": 0, "preroll": 0}),
+                   "overflow": 0, "preroll": 0, "lost": 0}),
             "{kind}"
         );
     }
@@ -178,12 +178,12 @@ tier = "drop"
     assert_eq!(
         summary["kinds"]["sensor.imu"],
         json!({"seen": 4, "kept": 0, "sampled_out": 0, "summarized": 4, "dropped": 0,
-               "overflow": 0, "preroll": 0})
+               "overflow": 0, "preroll": 0, "lost": 0})
     );
     assert_eq!(
         summary["kinds"]["trajectory.point"],
         json!({"seen": 7, "kept": 3, "sampled_out": 4, "summarized": 0, "dropped": 0,
-               "overflow": 0, "preroll": 0})
+               "overflow": 0, "preroll": 0, "lost": 0})
     );
     assert_eq!(summary["kinds"]["debug.tick"]["dropped"], 2);
 
@@ -410,7 +410,7 @@ fn stats_reports_totals_since_the_log_was_created() {
     assert_eq!(
         stats["kinds"]["a.b"],
         json!({"seen": 3, "kept": 3, "sampled_out": 0, "summarized": 0, "dropped": 0,
-               "overflow": 0, "preroll": 0})
+               "overflow": 0, "preroll": 0, "lost": 0})
     );
     assert_eq!(stats["kinds"]["c.d"]["kept"], 1);
 
@@ -968,7 +968,7 @@ postroll = "2s"
     assert_eq!(
         stats["kinds"]["sensor.imu"],
         json!({"seen": 20, "kept": 5, "sampled_out": 0, "summarized": 15, "dropped": 0,
-               "overflow": 0, "preroll": 5})
+               "overflow": 0, "preroll": 5, "lost": 0})
     );
 }
 

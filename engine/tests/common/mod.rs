@@ -304,12 +304,19 @@ pub fn accountings(recs: &[Rec]) -> Vec<&BTreeMap<String, Counters>> {
         .collect()
 }
 
-/// The counters of the last accounting record.
+/// The running totals the accounting records fold to: each lists the kinds that
+/// changed since the one before, so a kind's totals are those of the last record that
+/// lists it.
 pub fn last_accounting(recs: &[Rec]) -> BTreeMap<String, Counters> {
-    accountings(recs)
-        .last()
-        .map(|k| (*k).clone())
-        .expect("the log holds an accounting record")
+    let records = accountings(recs);
+    assert!(!records.is_empty(), "the log holds an accounting record");
+    let mut totals = BTreeMap::new();
+    for a in records {
+        for (kind, c) in a {
+            totals.insert(kind.clone(), *c);
+        }
+    }
+    totals
 }
 
 /// Event records of `kind` written with `tier`.

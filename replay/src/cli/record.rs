@@ -187,6 +187,7 @@ fn run_counters(
             dropped: end.dropped.saturating_sub(start.dropped),
             overflow: end.overflow.saturating_sub(start.overflow),
             preroll: end.preroll.saturating_sub(start.preroll),
+            lost: end.lost.saturating_sub(start.lost),
         };
         if c != Counters::default() {
             kinds.insert(
@@ -199,6 +200,7 @@ fn run_counters(
                     "dropped": c.dropped,
                     "overflow": c.overflow,
                     "preroll": c.preroll,
+                    "lost": c.lost,
                 }),
             );
         }
