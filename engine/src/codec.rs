@@ -24,6 +24,8 @@ pub const KB: RecordType = blackbox_kb::KB_RECORD;
 pub const INCIDENT: RecordType = RecordType(6);
 /// Dictionary entries: interned name ids.
 pub const DICTIONARY: RecordType = RecordType(7);
+/// What opening the log cut: a torn tail left by a crash.
+pub const RECOVERY: RecordType = RecordType(8);
 
 /// Why an event was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +263,21 @@ pub struct IncidentRecord {
 pub struct DictionaryRecord {
     /// The entries.
     pub entries: Vec<(u32, String)>,
+}
+
+/// A torn tail the log cut when the recorder opened it (a crash mid-write): written
+/// first in the session that found it, so a later reviewer sees what was lost.
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct RecoveryRecord {
+    /// The seq the first record of the cut bytes would have had: records from it on,
+    /// if the torn write held any, are lost (how many is not known).
+    pub first_lost_seq: u64,
+    /// Bytes cut.
+    pub torn_bytes: u64,
+    /// The segment file they were cut from (its name).
+    pub segment: String,
+    /// Where the cut began and why those bytes were not an intact block.
+    pub detail: String,
 }
 
 /// A record the recorder can encode with rkyv.

@@ -16,7 +16,7 @@ use smallvec::SmallVec;
 use crate::clock::{Clock, SystemClock};
 use crate::codec::{
     self, AccountingRecord, Counters, DictionaryRecord, Encoding, EventRecord, IncidentRecord,
-    SummaryRecord, ValueStats, WrittenTier,
+    RecoveryRecord, SummaryRecord, ValueStats, WrittenTier,
 };
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -371,7 +371,7 @@ impl Recorder {
         }
         let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
         let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored);
-        writer.open_session()?;
+        writer.open_session(&recovery)?;
         let on_panic = Arc::clone(&shared);
         let panic_dir = dir.to_owned();
         let handle = std::thread::Builder::new()
@@ -416,7 +416,8 @@ impl Recorder {
         })
     }
 
-    /// What opening the log found (torn tail cut, segments, last seq).
+    /// What opening the log found (torn tail cut, segments, last seq). A torn tail cut
+    /// is also recorded in the log, as the session's first record (`codec::RECOVERY`).
     pub fn recovery(&self) -> &Recovery {
         &self.recovery
     }
@@ -1147,7 +1148,23 @@ impl Writer {
     /// in a segment that opened before the dictionary was set as its preamble, and sets
     /// the preamble: every segment this session starts opens with the dictionary and
     /// the restored totals.
-    fn open_session(&mut self) -> Result<()> {
+    fn open_session(&mut self, recovery: &Recovery) -> Result<()> {
+        if recovery.torn_bytes_cut > 0 {
+            // Stamped with the log's last stamp: the cut happened after it.
+            let at = self.last_stamp_ns;
+            let record = RecoveryRecord {
+                first_lost_seq: recovery.first_lost_seq.map_or(0, |s| s.0),
+                torn_bytes: recovery.torn_bytes_cut,
+                segment: recovery
+                    .torn_segment
+                    .as_ref()
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                detail: recovery.torn_detail.clone().unwrap_or_default(),
+            };
+            self.emit_encoded(codec::RECOVERY, at, &record);
+        }
         let all = self.shared.names.all();
         if !all.is_empty() {
             self.emit_dictionary(all, self.shared.clock.now_ns());
@@ -1156,9 +1173,9 @@ impl Writer {
                     kinds: nonzero(&self.base),
                 }));
             }
-            self.flush_out()?;
-            self.end_batch()?;
         }
+        self.flush_out()?;
+        self.end_batch()?;
         Ok(())
     }
 

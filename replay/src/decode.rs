@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use blackbox::codec::{
     self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedEventRecord,
-    ArchivedIncidentRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
+    ArchivedIncidentRecord, ArchivedRecoveryRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
 };
 use blackbox::{Counters, DictionaryFold, LogRecord};
 
@@ -27,11 +27,13 @@ pub enum RecordType {
     Incident,
     /// Interned names (7): how the other records' ids read.
     Dictionary,
+    /// A torn tail the log cut when the recorder opened it (8).
+    Recovery,
 }
 
 impl RecordType {
     /// Every type, in tag order.
-    pub const ALL: [RecordType; 7] = [
+    pub const ALL: [RecordType; 8] = [
         RecordType::Event,
         RecordType::Summary,
         RecordType::Accounting,
@@ -39,6 +41,7 @@ impl RecordType {
         RecordType::Kb,
         RecordType::Incident,
         RecordType::Dictionary,
+        RecordType::Recovery,
     ];
 
     /// The name in JSON output and on the command line (`event`, `summary`, ...).
@@ -51,6 +54,7 @@ impl RecordType {
             RecordType::Kb => "kb",
             RecordType::Incident => "incident",
             RecordType::Dictionary => "dictionary",
+            RecordType::Recovery => "recovery",
         }
     }
 
@@ -64,6 +68,7 @@ impl RecordType {
             RecordType::Kb => codec::KB,
             RecordType::Incident => codec::INCIDENT,
             RecordType::Dictionary => codec::DICTIONARY,
+            RecordType::Recovery => codec::RECOVERY,
         }
     }
 
@@ -117,6 +122,7 @@ impl Record {
             Body::Kb(_) => Some(RecordType::Kb),
             Body::Incident(_) => Some(RecordType::Incident),
             Body::Dictionary(_) => Some(RecordType::Dictionary),
+            Body::Recovery(_) => Some(RecordType::Recovery),
             Body::Unknown { .. } => None,
         }
     }
@@ -150,6 +156,8 @@ pub enum Body {
     Incident(Incident),
     /// Interned names.
     Dictionary(Dictionary),
+    /// A torn tail cut when the log was opened.
+    Recovery(Recovery),
     /// A type tag the recorder does not write (a newer writer's, or another layer's):
     /// kept, not interpreted.
     Unknown {
@@ -275,6 +283,20 @@ pub struct Incident {
     pub postroll_end_ns: u64,
     /// Events written from the pre-roll ring.
     pub preroll_events: u64,
+}
+
+/// A torn tail the log cut when the recorder opened it after a crash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovery {
+    /// The seq the first record of the cut bytes would have had: records from it on,
+    /// if the torn write held any, are lost.
+    pub first_lost_seq: u64,
+    /// Bytes cut.
+    pub torn_bytes: u64,
+    /// The segment file's name.
+    pub segment: String,
+    /// Where the cut began and why.
+    pub detail: String,
 }
 
 /// A dictionary record: interned ids and their names.
@@ -481,6 +503,16 @@ impl Decoder {
                     preroll_start_ns: i.preroll_start_ns.to_native(),
                     postroll_end_ns: i.postroll_end_ns.to_native(),
                     preroll_events: i.preroll_events.to_native(),
+                })
+            }
+            RecordType::Recovery => {
+                let r = codec::access::<ArchivedRecoveryRecord>(payload)
+                    .map_err(|e| fail(format!("not a valid recovery record: {e}")))?;
+                Body::Recovery(Recovery {
+                    first_lost_seq: r.first_lost_seq.to_native(),
+                    torn_bytes: r.torn_bytes.to_native(),
+                    segment: r.segment.as_str().to_owned(),
+                    detail: r.detail.as_str().to_owned(),
                 })
             }
             RecordType::Dictionary => {

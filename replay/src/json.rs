@@ -40,6 +40,9 @@ pub fn hex(bytes: &[u8]) -> String {
 ///   `trigger_ts`, `trigger_ts_ns`, `preroll_start`, `preroll_start_ns`,
 ///   `postroll_end`, `postroll_end_ns`, `preroll_events`.
 /// - dictionary: `entries: {id: name}`.
+/// - recovery (a torn tail cut when the log was opened after a crash):
+///   `first_lost_seq` (records from it on, if the torn write held any, are lost),
+///   `torn_bytes`, `segment` (the file's name) and `detail`.
 /// - a type the recorder does not write: `type` is `"unknown"`, with `record_type`
 ///   (the tag) and `payload` in hex.
 pub fn to_json(record: &Record) -> Value {
@@ -115,6 +118,12 @@ pub fn to_json(record: &Record) -> Value {
                 .map(|(id, name)| (id.to_string(), name.clone().into()))
                 .collect();
             o.insert("entries".into(), Value::Object(entries));
+        }
+        Body::Recovery(r) => {
+            o.insert("first_lost_seq".into(), r.first_lost_seq.into());
+            o.insert("torn_bytes".into(), r.torn_bytes.into());
+            o.insert("segment".into(), r.segment.clone().into());
+            o.insert("detail".into(), r.detail.clone().into());
         }
         Body::Unknown {
             record_type,

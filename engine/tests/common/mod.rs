@@ -88,6 +88,15 @@ pub enum Rec {
         ts_ns: u64,
         entries: Vec<(u32, String)>,
     },
+    /// A torn tail cut when the log was opened.
+    Recovery {
+        seq: u64,
+        ts_ns: u64,
+        first_lost_seq: u64,
+        torn_bytes: u64,
+        segment: String,
+        detail: String,
+    },
     /// A knowledge-base commit (JSON).
     Kb {
         seq: u64,
@@ -105,6 +114,7 @@ impl Rec {
             | Rec::Checkpoint { seq, .. }
             | Rec::Incident { seq, .. }
             | Rec::Dictionary { seq, .. }
+            | Rec::Recovery { seq, .. }
             | Rec::Kb { seq, .. } => *seq,
         }
     }
@@ -117,6 +127,7 @@ impl Rec {
             | Rec::Checkpoint { ts_ns, .. }
             | Rec::Incident { ts_ns, .. }
             | Rec::Dictionary { ts_ns, .. }
+            | Rec::Recovery { ts_ns, .. }
             | Rec::Kb { ts_ns, .. } => *ts_ns,
         }
     }
@@ -272,6 +283,17 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                 seq,
                 ts_ns,
                 entries,
+            }
+        } else if t == codec::RECOVERY {
+            let r =
+                codec::access::<codec::ArchivedRecoveryRecord>(payload).expect("a recovery record");
+            Rec::Recovery {
+                seq,
+                ts_ns,
+                first_lost_seq: r.first_lost_seq.to_native(),
+                torn_bytes: r.torn_bytes.to_native(),
+                segment: r.segment.as_str().to_owned(),
+                detail: r.detail.as_str().to_owned(),
             }
         } else if t == codec::KB {
             Rec::Kb {
