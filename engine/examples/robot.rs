@@ -181,7 +181,7 @@ fn control_tick(recorder: &Recorder, t: u64, tick: u64) -> Result<(), BoxError> 
     let wm = recorder.working();
     match t / MS {
         500 => {
-            wm.set("goal", serde_json::json!({"task": "pick", "object": "cup"}));
+            wm.set("goal", serde_json::json!({"task": "pick", "object": "cup"}))?;
             recorder.record(
                 &Event::new("action.plan")
                     .source("planner")
@@ -197,7 +197,7 @@ fn control_tick(recorder: &Recorder, t: u64, tick: u64) -> Result<(), BoxError> 
             wm.set(
                 "grip",
                 serde_json::json!({"state": "closed", "force_n": 12.5}),
-            );
+            )?;
             recorder.record(
                 &Event::new("action.grasp")
                     .source("gripper")
@@ -216,7 +216,7 @@ fn control_tick(recorder: &Recorder, t: u64, tick: u64) -> Result<(), BoxError> 
             wm.set(
                 "grip",
                 serde_json::json!({"state": "slipping", "force_n": 3.1}),
-            );
+            )?;
             recorder.record(
                 &Event::new("failure.gripper")
                     .source("gripper")
@@ -232,7 +232,7 @@ fn control_tick(recorder: &Recorder, t: u64, tick: u64) -> Result<(), BoxError> 
             wm.set(
                 "goal",
                 serde_json::json!({"task": "recover", "object": "cup"}),
-            );
+            )?;
             wm.remove("grip");
             recorder.record(
                 &Event::new("action.replan")
@@ -283,7 +283,7 @@ struct LogContents {
     records: BTreeMap<&'static str, u64>,
     /// Event records written, per kind and written tier.
     written: BTreeMap<String, BTreeMap<&'static str, u64>>,
-    /// The last accounting record, per kind.
+    /// The running totals per kind, folded from the accounting records.
     accounting: BTreeMap<String, Counters>,
     /// By (kind, window start).
     windows: BTreeMap<(String, u64), Window>,
@@ -354,23 +354,12 @@ fn read_back(dir: &Path) -> Result<LogContents, BoxError> {
             }
             codec::ACCOUNTING => {
                 let a = codec::access::<ArchivedAccountingRecord>(bytes)?;
-                out.accounting = a
-                    .kinds
-                    .iter()
-                    .map(|e| {
-                        let c = &e.1;
-                        let counters = Counters {
-                            seen: c.seen.to_native(),
-                            kept: c.kept.to_native(),
-                            sampled_out: c.sampled_out.to_native(),
-                            summarized: c.summarized.to_native(),
-                            dropped: c.dropped.to_native(),
-                            overflow: c.overflow.to_native(),
-                            preroll: c.preroll.to_native(),
-                        };
-                        (name_of(&dict, e.0.to_native()), counters)
-                    })
-                    .collect();
+                // A record lists the kinds that changed since the one before: fold them.
+                for e in a.kinds.iter() {
+                    let counters = rkyv::deserialize::<Counters, rkyv::rancor::Error>(&e.1)?;
+                    out.accounting
+                        .insert(name_of(&dict, e.0.to_native()), counters);
+                }
                 "accounting"
             }
             codec::INCIDENT => {
@@ -427,7 +416,7 @@ fn print_report(dir: &Path, policy: &Policy, log: &LogContents) -> Result<(), Bo
     println!("records: {total} ({})", by_type.join(", "));
 
     println!();
-    println!("Retention, from the last accounting record (running totals per kind):");
+    println!("Retention, folded from the accounting records (running totals per kind):");
     println!(
         "  {:<13} {:<16} {:>6} {:>6} {:>11} {:>10} {:>7} {:>8} {:>7}  written as",
         "tier",

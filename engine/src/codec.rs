@@ -24,6 +24,8 @@ pub const KB: RecordType = blackbox_kb::KB_RECORD;
 pub const INCIDENT: RecordType = RecordType(6);
 /// Dictionary entries: interned name ids.
 pub const DICTIONARY: RecordType = RecordType(7);
+/// What opening the log cut: a torn tail left by a crash.
+pub const RECOVERY: RecordType = RecordType(8);
 
 /// Why an event was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,20 +129,21 @@ pub struct ValueStats {
     pub min: f64,
     /// Largest value.
     pub max: f64,
-    /// Sum of the values.
+    /// Sum of the values, compensated (Neumaier). When the values are finite but their
+    /// sum is beyond the `f64` range, it is ±infinity: [`ValueStats::sum_overflowed`].
     pub sum: f64,
     /// The value of the last event in the window that carried it.
     pub last: f64,
+    /// The mean of the values, finite whenever they all are (computed from a sum that
+    /// cannot overflow, so it is right even when `sum` did).
+    pub mean: f64,
 }
 
 impl ValueStats {
-    /// The mean of the values (`sum / count`).
-    pub fn mean(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.sum / self.count as f64
-        }
+    /// Whether `sum` is infinite only because the sum of finite values left the `f64`
+    /// range (then `mean` is still the mean).
+    pub fn sum_overflowed(&self) -> bool {
+        self.sum.is_infinite() && self.min.is_finite() && self.max.is_finite()
     }
 }
 
@@ -159,9 +162,15 @@ pub struct SummaryRecord {
     pub values: Vec<ValueStats>,
 }
 
-/// Per-kind counters. In an accounting record they are running totals since the log was
-/// created, and for every kind `seen = kept + sampled_out + summarized + dropped +
-/// overflow`.
+/// Per-kind counters: running totals since the log was created.
+///
+/// `seen` is counted by the producers, where `record` accepts an event; the outcomes
+/// (`kept`, `sampled_out`, `summarized`, `dropped`, `overflow`, `lost`) where they are
+/// decided, most of them by the writer. So `seen` equals the sum of the outcomes only
+/// once every accepted event has reached the writer ([`Counters::balanced`]): in the
+/// accounting record written at close, and in [`Recorder::stats`](crate::Recorder::stats)
+/// when no producer is recording. An accounting record written while events were still
+/// queued shows `seen` ahead by those events; a later record accounts them.
 #[derive(
     Debug,
     Clone,
@@ -176,7 +185,7 @@ pub struct SummaryRecord {
     serde::Deserialize,
 )]
 pub struct Counters {
-    /// Events recorded.
+    /// Events recorded (accepted by `record` or `record_evidence`).
     pub seen: u64,
     /// Events written (full, sampled in, or post-roll).
     pub kept: u64,
@@ -188,9 +197,13 @@ pub struct Counters {
     pub dropped: u64,
     /// Events lost because the writer could not keep up (overflow policy `drop`).
     pub overflow: u64,
-    /// Sampled-out or summarized events that were also written in full from the
-    /// pre-roll ring when an incident was triggered (not part of the sum above).
+    /// Sampled-out, summarized or pre-roll drop-tier events that were also written in
+    /// full from the pre-roll ring when an incident was triggered (not an outcome of
+    /// its own: not part of the sum).
     pub preroll: u64,
+    /// Events accepted that the writer could not write or fold because it had failed
+    /// (the log's error stopped it), counted instead of discarded.
+    pub lost: u64,
 }
 
 impl Counters {
@@ -203,15 +216,25 @@ impl Counters {
         self.dropped += other.dropped;
         self.overflow += other.overflow;
         self.preroll += other.preroll;
+        self.lost += other.lost;
     }
 
-    /// Whether `seen` equals the sum of the five outcomes.
+    /// The events whose outcome is counted: kept, sampled out, summarized, dropped,
+    /// overflow and lost.
+    pub fn outcomes(&self) -> u64 {
+        self.kept + self.sampled_out + self.summarized + self.dropped + self.overflow + self.lost
+    }
+
+    /// Whether `seen` equals the sum of the six outcomes: every event recorded has one.
     pub fn balanced(&self) -> bool {
-        self.seen == self.kept + self.sampled_out + self.summarized + self.dropped + self.overflow
+        self.seen == self.outcomes()
     }
 }
 
-/// Counters of every kind, running totals.
+/// Per-kind running totals: an accounting record lists the kinds whose totals changed
+/// since the log's previous accounting record (a kind it does not list keeps its
+/// totals). A segment's preamble holds the totals of every kind, so a reader folds the
+/// accounting records from the start of a segment that opens with them.
 #[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct AccountingRecord {
     /// (interned kind, counters), sorted by kind id.
@@ -240,6 +263,21 @@ pub struct IncidentRecord {
 pub struct DictionaryRecord {
     /// The entries.
     pub entries: Vec<(u32, String)>,
+}
+
+/// A torn tail the log cut when the recorder opened it (a crash mid-write): written
+/// first in the session that found it, so a later reviewer sees what was lost.
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct RecoveryRecord {
+    /// The seq the first record of the cut bytes would have had: records from it on,
+    /// if the torn write held any, are lost (how many is not known).
+    pub first_lost_seq: u64,
+    /// Bytes cut.
+    pub torn_bytes: u64,
+    /// The segment file they were cut from (its name).
+    pub segment: String,
+    /// Where the cut began and why those bytes were not an intact block.
+    pub detail: String,
 }
 
 /// A record the recorder can encode with rkyv.

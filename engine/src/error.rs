@@ -37,12 +37,34 @@ pub enum Error {
         /// The limit in bytes.
         limit_bytes: usize,
     },
+    /// The event carries more numeric values than an event may.
+    TooManyValues {
+        /// The event's kind.
+        kind: String,
+        /// Values it carries.
+        values: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The log has no room for another name (kind, source or value name): the event
+    /// was not recorded.
+    NameLimit(crate::names::NameLimitError),
     /// The policy is invalid.
     Policy(PolicyError),
     /// The working memory is too large to checkpoint in one log record; nothing was
     /// written and the recorder goes on.
     CheckpointTooLarge {
         /// Size of the JSON snapshot in bytes.
+        size_bytes: usize,
+        /// The log's record limit in bytes.
+        limit_bytes: usize,
+    },
+    /// A working-memory `set` that would make the memory too large to checkpoint in
+    /// one log record; the memory was left as it was.
+    WorkingMemoryTooLarge {
+        /// The key that was being set.
+        key: String,
+        /// Size the memory's JSON would have had, in bytes.
         size_bytes: usize,
         /// The log's record limit in bytes.
         limit_bytes: usize,
@@ -79,6 +101,15 @@ impl fmt::Display for Error {
                 f,
                 "event of kind {kind:?} has a payload of {size_bytes} bytes, over the limit of {limit_bytes} bytes"
             ),
+            Error::TooManyValues {
+                kind,
+                values,
+                limit,
+            } => write!(
+                f,
+                "event of kind {kind:?} carries {values} values, over the limit of {limit} per event"
+            ),
+            Error::NameLimit(e) => e.fmt(f),
             Error::Policy(e) => e.fmt(f),
             Error::CheckpointTooLarge {
                 size_bytes,
@@ -86,6 +117,14 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "the working memory ({size_bytes} bytes of JSON) is over the log's record limit of {limit_bytes} bytes: not checkpointed"
+            ),
+            Error::WorkingMemoryTooLarge {
+                key,
+                size_bytes,
+                limit_bytes,
+            } => write!(
+                f,
+                "setting working-memory key {key:?} would make the memory {size_bytes} bytes of JSON, over the log's record limit of {limit_bytes} bytes: not set"
             ),
             Error::Closed => write!(f, "the recorder is closed"),
             Error::Kb(e) => write!(f, "{e}"),
@@ -104,6 +143,7 @@ impl std::error::Error for Error {
         match self {
             Error::Log(e) | Error::Writer(e) => Some(e.as_ref()),
             Error::Policy(e) => Some(e),
+            Error::NameLimit(e) => Some(e),
             Error::Kb(e) => Some(e.as_ref()),
             _ => None,
         }
@@ -125,6 +165,12 @@ impl From<blackbox_kb::Error> for Error {
 impl From<PolicyError> for Error {
     fn from(e: PolicyError) -> Self {
         Error::Policy(e)
+    }
+}
+
+impl From<crate::names::NameLimitError> for Error {
+    fn from(e: crate::names::NameLimitError) -> Self {
+        Error::NameLimit(e)
     }
 }
 

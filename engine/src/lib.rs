@@ -14,7 +14,8 @@
 //!   (one record per window with count, min, max, mean, sum and last of each value) or
 //!   `drop`; and incident capture (pre-roll and post-roll around trigger kinds).
 //! - [`Counters`]: per-kind accounting, `seen = kept + sampled_out + summarized +
-//!   dropped + overflow`, written to the log every few seconds and on close.
+//!   dropped + overflow + lost` once every recorded event reached the writer, written
+//!   to the log (the kinds that changed) every few seconds and on close.
 //! - [`WorkingMemory`]: the volatile decision window, checkpointed into the log.
 //! - [`codec`]: the records the recorder writes, read back in place with rkyv.
 //!
@@ -34,7 +35,7 @@
 //! recorder.record(&Event::new("sensor.imu").values(&[("ax", 0.1)]))?;
 //! recorder.record(&Event::new("debug.tick"))?;
 //! recorder.record(&Event::new("action.grasp").json(r#"{"object":"cup"}"#))?;
-//! recorder.working().set("goal", serde_json::json!("cup"));
+//! recorder.working().set("goal", serde_json::json!("cup"))?;
 //! recorder.checkpoint()?;
 //!
 //! let stats = recorder.stats()?;
@@ -52,6 +53,7 @@ mod event;
 mod names;
 pub mod policy;
 mod recorder;
+mod sum;
 mod working;
 
 pub use blackbox_kb as kb;
@@ -63,6 +65,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Counters;
 pub use error::{Error, Result};
 pub use event::Event;
+pub use names::{DictionaryFold, NAMES_PER_LOG_MAX, NameLimitError, VALUES_PER_EVENT_MAX};
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
 pub use recorder::{Config, KB_DIR, Overflow, Recorder, SUMMARY_GRACE_NS};
 pub use working::WorkingMemory;

@@ -26,6 +26,11 @@
 //! tier = "sample"
 //! every = 10                    # or: rate = 0.1
 //!
+//! [[rules]]
+//! match = "log.debug.*"
+//! tier = "drop"
+//! preroll = true                # dropped, but kept in the pre-roll ring: a backtrace
+//!
 //! [incident]
 //! triggers = ["failure.*", "takeover.*"]
 //! preroll = "30s"               # default 30s
@@ -171,6 +176,10 @@ pub struct Rule {
     pub pattern: String,
     /// The tier of the kinds it matches.
     pub tier: Tier,
+    /// For a drop rule: its events still go to the pre-roll ring, so an incident writes
+    /// the last seconds of them (a backtrace); without a trigger none reach the disk.
+    /// Always false for other tiers (their events are in the ring already).
+    pub preroll: bool,
 }
 
 /// Incident capture: which kinds trigger it, and how much is kept around the trigger.
@@ -234,6 +243,9 @@ pub struct Classification {
     pub rule_index: Option<usize>,
     /// Whether the kind matches an incident trigger.
     pub trigger: bool,
+    /// Whether the kind is a drop-tier kind kept in the pre-roll ring
+    /// ([`Rule::preroll`]).
+    pub preroll: bool,
 }
 
 impl PartialEq for Policy {
@@ -305,15 +317,16 @@ impl Policy {
         // Built from bytes, a candidate borrows the kind instead of copying it.
         let candidate = Candidate::from_bytes(kind.as_bytes());
         let rule_index = self.first_matching_rule(&candidate);
-        let tier = match rule_index.and_then(|index| self.rules.get(index)) {
-            Some(rule) => rule.tier.clone(),
-            None => self.default.clone(),
+        let (tier, preroll) = match rule_index.and_then(|index| self.rules.get(index)) {
+            Some(rule) => (rule.tier.clone(), rule.preroll),
+            None => (self.default.clone(), false),
         };
         let trigger = self.trigger_globs.is_match_candidate(&candidate);
         Classification {
             tier,
             rule_index,
             trigger,
+            preroll,
         }
     }
 
@@ -424,6 +437,22 @@ impl PolicyBuilder {
         self.rules.push(Rule {
             pattern: pattern.to_owned(),
             tier,
+            preroll: false,
+        });
+        self
+    }
+
+    /// Appends a drop rule whose events still go to the pre-roll ring: they cost a
+    /// counter (and a trip to the writer) until an incident is triggered, which writes
+    /// the ring's last seconds of them as `preroll`; without a trigger none reach the
+    /// disk and all count as `dropped`. Needs incident capture
+    /// ([`PolicyBuilder::incident`]).
+    #[must_use]
+    pub fn drop_rule_with_preroll(mut self, pattern: &str) -> Self {
+        self.rules.push(Rule {
+            pattern: pattern.to_owned(),
+            tier: Tier::Drop,
+            preroll: true,
         });
         self
     }
@@ -457,6 +486,9 @@ impl PolicyBuilder {
                 |reason: String| fail(format!("rules[{index}] ({:?}): {reason}", rule.pattern));
             rule_globs.add(compile_kind_glob(&rule.pattern).map_err(in_rule)?);
             check_tier(&rule.tier).map_err(in_rule)?;
+            if rule.preroll {
+                check_preroll(&rule.tier, self.incident.is_some()).map_err(in_rule)?;
+            }
         }
         let rule_globs = rule_globs
             .build()
@@ -524,6 +556,25 @@ pub fn compile_kind_glob(pattern: &str) -> Result<Glob, String> {
         .backslash_escape(true)
         .build()
         .map_err(|err| format!("invalid glob {pattern:?}: {}", err.kind()))
+}
+
+/// Checks that a rule with `preroll` can use it.
+fn check_preroll(tier: &Tier, has_incident: bool) -> Result<(), String> {
+    if *tier != Tier::Drop {
+        return Err(format!(
+            "preroll applies only to drop rules, not to a {} rule: sampled-out and \
+             summarized events are in the pre-roll ring already",
+            tier.name()
+        ));
+    }
+    if !has_incident {
+        return Err(
+            "preroll = true keeps events for an incident's pre-roll: add an [incident] \
+             section with triggers"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// Checks a tier's parameters.
@@ -867,6 +918,7 @@ struct RuleToml {
     every: Option<Spanned<i64>>,
     rate: Option<Spanned<f64>>,
     window: Option<Spanned<String>>,
+    preroll: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -949,6 +1001,7 @@ impl PolicyToml {
             builder = builder.default_tier(tier);
         }
 
+        let has_incident = self.incident.is_some();
         for rule in self.rules {
             let span = rule.span();
             let rule = rule.into_inner();
@@ -961,7 +1014,14 @@ impl PolicyToml {
             compile_kind_glob(pattern.get_ref())
                 .map_err(|reason| located.at(&pattern.span(), reason))?;
             let tier = rule.tier(&located, &span)?;
-            builder = builder.rule(pattern.get_ref(), tier);
+            match &rule.preroll {
+                Some(preroll) if *preroll.get_ref() => {
+                    check_preroll(&tier, has_incident)
+                        .map_err(|reason| located.at(&preroll.span(), reason))?;
+                    builder = builder.drop_rule_with_preroll(pattern.get_ref());
+                }
+                _ => builder = builder.rule(pattern.get_ref(), tier),
+            }
         }
 
         if let Some(incident) = self.incident {

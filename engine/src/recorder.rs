@@ -1,8 +1,8 @@
 //! The recorder: the hot path producers call, and the writer thread that owns the log.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,12 +16,13 @@ use smallvec::SmallVec;
 use crate::clock::{Clock, SystemClock};
 use crate::codec::{
     self, AccountingRecord, Counters, DictionaryRecord, Encoding, EventRecord, IncidentRecord,
-    SummaryRecord, ValueStats, WrittenTier,
+    RecoveryRecord, SummaryRecord, ValueStats, WrittenTier,
 };
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::names::{Interner, KindInfo, Kinds};
+use crate::names::{DictionaryFold, Interner, KindInfo, Kinds, NameLimits, VALUES_PER_EVENT_MAX};
 use crate::policy::{self, Policy, Sampling, Tier};
+use crate::sum::WideSum;
 use crate::working::WorkingMemory;
 
 /// What `record` does when the writer falls behind and the channel is full.
@@ -180,7 +181,11 @@ type Reply<T> = Sender<Result<T>>;
 #[derive(Debug)]
 enum Msg {
     Event(EventMsg),
-    Checkpoint(Reply<Seq>),
+    /// A checkpoint, stamped with the time the caller asked for it.
+    Checkpoint {
+        ts_ns: u64,
+        reply: Reply<Seq>,
+    },
     Sync(Reply<Option<Seq>>),
     Stats(Reply<BTreeMap<String, Counters>>),
     Close(Reply<Option<Seq>>),
@@ -188,6 +193,8 @@ enum Msg {
     Evidence(EventMsg, Reply<Seq>),
     /// A knowledge-base commit, appended once its evidence is checked.
     Kb {
+        /// The time the commit was made.
+        ts_ns: u64,
         payload: Vec<u8>,
         evidence: Vec<u64>,
         reply: Sender<Result<Appended, SinkError>>,
@@ -202,8 +209,15 @@ struct Shared {
     names: Interner,
     kinds: Kinds,
     working: Arc<WorkingMemory>,
-    /// Producers treat every event as `full` before this recorder time (post-roll).
+    /// The end of the post-roll producers know of (recorder time, ns): 0 when none is
+    /// open, `TRIGGER_PENDING` while a trigger is being stamped. Drop-tier producers
+    /// take their fast path only at 0.
     postroll_until_ns: AtomicU64,
+    /// Triggers recorded and not yet taken by the writer, so that it can tell an event
+    /// stamped after one of them, which reached it first, to be post-roll.
+    triggers: Mutex<Vec<PendingTrigger>>,
+    /// `triggers.len()`, read by the writer without the lock.
+    triggers_pending: AtomicUsize,
     /// Set with `failure` when the writer stops on an error.
     failed: AtomicBool,
     failure: Mutex<Option<Arc<blackbox_log::Error>>>,
@@ -211,6 +225,18 @@ struct Shared {
     /// The writer thread, to wake it from its poll when a caller waits for a reply.
     writer: OnceLock<std::thread::Thread>,
 }
+
+/// A trigger a producer stamped, until the writer takes it.
+#[derive(Debug, Clone, Copy)]
+struct PendingTrigger {
+    ts_ns: u64,
+    postroll_end_ns: u64,
+    /// Lost to overflow: the writer opens its post-roll all the same.
+    lost: bool,
+}
+
+/// `Shared::postroll_until_ns` while a trigger is being stamped.
+const TRIGGER_PENDING: u64 = u64::MAX;
 
 impl Shared {
     /// Wakes a polling writer at once. Only calls that wait for the writer's answer do
@@ -225,6 +251,54 @@ impl Shared {
         match &*self.failure.lock() {
             Some(e) => Error::Writer(Arc::clone(e)),
             None => Error::Closed,
+        }
+    }
+
+    /// Whether the recorder accepts no more events (closed, or its writer failed).
+    fn stopped(&self) -> bool {
+        self.failed.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Stamps a trigger and opens its post-roll; returns its stamp.
+    ///
+    /// IMPORTANT: the post-roll is marked pending and the trigger counted before the
+    /// clock is read, and the trigger is listed before the lock is released: any event
+    /// stamped after this trigger then finds it, in `postroll_until_ns` (a drop-tier
+    /// producer) or in `triggers` (the writer, if that event reaches it first).
+    fn publish_trigger(&self, postroll_ns: u64) -> u64 {
+        let mut triggers = self.triggers.lock();
+        let before = self
+            .postroll_until_ns
+            .swap(TRIGGER_PENDING, Ordering::SeqCst);
+        self.triggers_pending.fetch_add(1, Ordering::SeqCst);
+        let ts_ns = self.clock.now_ns();
+        let end = ts_ns
+            .saturating_add(postroll_ns)
+            .clamp(1, TRIGGER_PENDING - 1);
+        triggers.push(PendingTrigger {
+            ts_ns,
+            postroll_end_ns: end,
+            lost: false,
+        });
+        self.postroll_until_ns
+            .store(before.max(end), Ordering::SeqCst);
+        ts_ns
+    }
+
+    /// Marks a trigger the channel had no room for: the writer opens its post-roll.
+    fn trigger_lost(&self, ts_ns: u64) {
+        let mut triggers = self.triggers.lock();
+        if let Some(t) = triggers.iter_mut().find(|t| t.ts_ns == ts_ns && !t.lost) {
+            t.lost = true;
+        }
+    }
+
+    /// Forgets a trigger that was refused before it was sent.
+    fn trigger_withdrawn(&self, ts_ns: u64) {
+        let mut triggers = self.triggers.lock();
+        if let Some(i) = triggers.iter().position(|t| t.ts_ns == ts_ns && !t.lost) {
+            triggers.swap_remove(i);
+            self.triggers_pending.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -273,13 +347,16 @@ impl Recorder {
             }
             .into());
         }
+        let limits = NameLimits::for_record_bytes(log.record_bytes_max());
         let shared = Arc::new(Shared {
             policy: config.policy.clone(),
             clock: Arc::clone(&config.clock),
-            names: Interner::default(),
-            kinds: Kinds::default(),
-            working: Arc::new(WorkingMemory::default()),
+            names: Interner::new(limits),
+            kinds: Kinds::new(limits),
+            working: Arc::new(WorkingMemory::with_limit(log.record_bytes_max())),
             postroll_until_ns: AtomicU64::new(0),
+            triggers: Mutex::new(Vec::new()),
+            triggers_pending: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -294,7 +371,7 @@ impl Recorder {
         }
         let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
         let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored);
-        writer.open_session()?;
+        writer.open_session(&recovery)?;
         let on_panic = Arc::clone(&shared);
         let panic_dir = dir.to_owned();
         let handle = std::thread::Builder::new()
@@ -339,7 +416,8 @@ impl Recorder {
         })
     }
 
-    /// What opening the log found (torn tail cut, segments, last seq).
+    /// What opening the log found (torn tail cut, segments, last seq). A torn tail cut
+    /// is also recorded in the log, as the session's first record (`codec::RECOVERY`).
     pub fn recovery(&self) -> &Recovery {
         &self.recovery
     }
@@ -357,27 +435,53 @@ impl Recorder {
             return Ok(());
         };
         match self.overflow {
-            Overflow::Block => self.tx.send(msg).map_err(|_| self.shared.failure()),
+            Overflow::Block => match self.tx.send(msg) {
+                Ok(()) => Ok(()),
+                Err(crossbeam_channel::SendError(msg)) => {
+                    self.unsend(&msg);
+                    Err(self.shared.failure())
+                }
+            },
             Overflow::Drop => match self.tx.try_send(msg) {
                 Ok(()) => Ok(()),
                 Err(TrySendError::Full(Msg::Event(m))) => {
-                    m.kind.overflow.fetch_add(1, Ordering::Relaxed);
+                    // Counted as overflow before it stops counting as sent, so `seen`
+                    // never dips.
+                    m.kind.overflow.fetch_add(1, Ordering::SeqCst);
+                    m.kind.sent.fetch_sub(1, Ordering::SeqCst);
+                    if m.kind.class.trigger {
+                        // The writer will never see it: its post-roll still holds.
+                        self.shared.trigger_lost(m.ts_ns);
+                    }
                     Ok(())
                 }
-                Err(_) => Err(self.shared.failure()),
+                Err(TrySendError::Full(msg) | TrySendError::Disconnected(msg)) => {
+                    self.unsend(&msg);
+                    Err(self.shared.failure())
+                }
             },
         }
     }
 
+    /// Undoes what `prepare` counted and published for a message that was never sent.
+    fn unsend(&self, msg: &Msg) {
+        if let Msg::Event(m) | Msg::Evidence(m, _) = msg {
+            m.kind.sent.fetch_sub(1, Ordering::SeqCst);
+            if m.kind.class.trigger {
+                self.shared.trigger_withdrawn(m.ts_ns);
+            }
+        }
+    }
+
     /// Checks and classifies an event: `None` when it is dropped here (counted), else
-    /// the message for the writer. `evidence` events are never dropped.
+    /// the message for the writer, already counted as sent. `evidence` events are never
+    /// dropped.
     fn prepare(&self, event: &Event<'_>, evidence: bool) -> Result<Option<Msg>> {
-        if self.shared.failed.load(Ordering::Acquire) || self.shared.closed.load(Ordering::Acquire)
-        {
+        if self.shared.stopped() {
             return Err(self.shared.failure());
         }
-        // Everything that can refuse the event is checked before anything is counted or
-        // registered: a refused event leaves no trace.
+        // Everything that can refuse the event is checked before anything is counted:
+        // a refused event is not counted (names it brought may stay interned).
         let size_bytes = event.payload.len() + event.values.len() * VALUE_BYTES;
         if size_bytes > self.event_bytes_max {
             return Err(Error::EventTooLarge {
@@ -386,68 +490,92 @@ impl Recorder {
                 limit_bytes: self.event_bytes_max,
             });
         }
+        if event.values.len() > VALUES_PER_EVENT_MAX {
+            return Err(Error::TooManyValues {
+                kind: event.kind.to_owned(),
+                values: event.values.len(),
+                limit: VALUES_PER_EVENT_MAX,
+            });
+        }
         if let Some(s) = event.source {
             check_name(s, "source")?;
         }
         for &(name, _) in event.values {
             check_name(name, "value name")?;
         }
-        let map = self.shared.kinds.load();
+        let map = self.shared.kinds.pin();
         let inserted;
         let kind: &Arc<KindInfo> = match map.get(event.kind) {
             Some(k) => k,
             None => {
                 policy::validate_kind(event.kind)?;
-                inserted =
-                    self.shared
-                        .kinds
-                        .insert(event.kind, &self.shared.policy, &self.shared.names);
+                inserted = self.shared.kinds.insert(
+                    event.kind,
+                    &self.shared.policy,
+                    &self.shared.names,
+                )?;
                 &inserted
             }
         };
-        let is_drop = kind.class.tier == Tier::Drop && !kind.class.trigger && !evidence;
+        let class = &kind.class;
+        let is_drop = class.tier == Tier::Drop && !class.trigger && !evidence;
         // While no post-roll is open (the common case) a drop-tier event costs a lookup
-        // and a counter: not even a clock reading.
-        if is_drop && self.shared.postroll_until_ns.load(Ordering::Acquire) == 0 {
-            kind.dropped.fetch_add(1, Ordering::Relaxed);
-            return Ok(None);
+        // and a counter: not even a clock reading. A drop rule with `preroll` sends its
+        // events to the writer's ring instead.
+        if is_drop && !class.preroll && self.shared.postroll_until_ns.load(Ordering::SeqCst) == 0 {
+            return self.count_dropped(kind);
         }
-        let ts_ns = self.shared.clock.now_ns();
+        let source = match event.source {
+            Some(s) => self.shared.names.intern(s)?,
+            None => 0,
+        };
+        let mut values = Vec::with_capacity(event.values.len());
+        for &(name, v) in event.values {
+            values.push((self.shared.names.intern(name)?, v));
+        }
         let mut snapshot = None;
-        if kind.class.trigger
+        let ts_ns = if class.trigger
             && let Some(incident) = self.shared.policy.incident()
         {
-            self.shared
-                .postroll_until_ns
-                .fetch_max(ts_ns.saturating_add(incident.postroll_ns), Ordering::AcqRel);
+            let ts_ns = self.shared.publish_trigger(incident.postroll_ns);
             // The incident's checkpoint is the working memory as it was when the trigger
             // was recorded, not when the writer gets to it.
             snapshot = Some(self.shared.working.to_json_bytes());
-        }
-        if is_drop {
-            let until = self.shared.postroll_until_ns.load(Ordering::Acquire);
-            if ts_ns >= until {
+            ts_ns
+        } else {
+            self.shared.clock.now_ns()
+        };
+        if is_drop && !class.preroll {
+            // IMPORTANT: the clock is read before the post-roll is: a trigger publishes
+            // its post-roll before it reads the clock, so an event stamped after a
+            // trigger always sees that trigger's post-roll here.
+            let until = self.shared.postroll_until_ns.load(Ordering::SeqCst);
+            if until != TRIGGER_PENDING && ts_ns >= until {
                 // The post-roll is over: reset it so later drops skip the clock. A
                 // trigger that moved it meanwhile makes this exchange fail, as it should.
                 let _ = self.shared.postroll_until_ns.compare_exchange(
                     until,
                     0,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
                 );
-                kind.dropped.fetch_add(1, Ordering::Relaxed);
-                return Ok(None);
+                return self.count_dropped(kind);
             }
+        }
+        // IMPORTANT: counted as sent before the recorder's state is checked again, and
+        // `close` sets that state before it asks the writer to close: an event that
+        // passes the check is one the writer waits for before its last accounting.
+        kind.sent.fetch_add(1, Ordering::SeqCst);
+        if self.shared.stopped() {
+            kind.sent.fetch_sub(1, Ordering::SeqCst);
+            if class.trigger {
+                self.shared.trigger_withdrawn(ts_ns);
+            }
+            return Err(self.shared.failure());
         }
         let kind = Arc::clone(kind);
         drop(map);
-        let source = event.source.map_or(0, |s| self.shared.names.intern(s));
-        let values = event
-            .values
-            .iter()
-            .map(|&(name, v)| (self.shared.names.intern(name), v))
-            .collect();
-        let msg = Msg::Event(EventMsg {
+        let msg = EventMsg {
             kind,
             ts_ns,
             source,
@@ -456,8 +584,19 @@ impl Recorder {
             payload: SmallVec::from_slice(event.payload),
             values,
             snapshot,
-        });
-        Ok(Some(msg))
+        };
+        Ok(Some(Msg::Event(msg)))
+    }
+
+    /// Counts an event the producer drops; refuses it if the recorder stopped meanwhile
+    /// (so the writer's last accounting counts every drop it accepted).
+    fn count_dropped(&self, kind: &KindInfo) -> Result<Option<Msg>> {
+        kind.dropped.fetch_add(1, Ordering::SeqCst);
+        if self.shared.stopped() {
+            kind.dropped.fetch_sub(1, Ordering::SeqCst);
+            return Err(self.shared.failure());
+        }
+        Ok(None)
     }
 
     /// Records an event that will be cited as evidence (by a knowledge-base commit or
@@ -571,7 +710,8 @@ impl Recorder {
     ///
     /// [`Error::Writer`] or [`Error::Closed`].
     pub fn checkpoint(&self) -> Result<Seq> {
-        self.request(Msg::Checkpoint)
+        let ts_ns = self.shared.clock.now_ns();
+        self.request(|reply| Msg::Checkpoint { ts_ns, reply })
     }
 
     /// A barrier: returns once every event recorded before it (and kept) is durable,
@@ -665,6 +805,7 @@ impl Sink for KbSink {
         }
         let (reply, rx) = crossbeam_channel::bounded(1);
         let msg = Msg::Kb {
+            ts_ns: self.shared.clock.now_ns(),
             payload,
             evidence: evidence.to_vec(),
             reply,
@@ -716,15 +857,17 @@ fn check_name(name: &str, what: &'static str) -> Result<()> {
 /// What the log says about the state the last session left.
 #[derive(Debug, Default)]
 struct Restored {
-    totals: HashMap<u32, Counters>,
+    /// Running totals per kind id, as the log's accounting records fold to.
+    totals: Vec<Counters>,
     /// Timestamp of the log's last record.
     last_ts_ns: u64,
 }
 
-/// Restores the dictionary, the accounting totals and the working memory from the log:
-/// walking back from the last segment until a segment that opens with the dictionary
-/// (or the first one), and as far back as needed for the last accounting record and
-/// checkpoint.
+/// Restores the dictionary, the accounting totals and the working memory from the log,
+/// reading back from the last segment: to the last segment that opens with the
+/// dictionary (or the first) for the names; to the last segment whose preamble holds an
+/// accounting snapshot (or the first) for the totals, folding every accounting record
+/// from there; and as far as the last checkpoint.
 fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restored> {
     let segments = blackbox_log::list_segments(dir)?;
     let reader = LogReader::open(dir)?;
@@ -732,68 +875,62 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
     let mut dict_done = false;
     let mut accounting_done = false;
     let mut checkpoint_done = !restore_working;
-    let mut dict_entries: Vec<(u32, String)> = Vec::new();
+    // Per segment read, newest first: its dictionary entries and accounting records.
+    let mut dict_segments: Vec<Vec<(u64, u32, String)>> = Vec::new();
+    let mut accounting_segments: Vec<Vec<blackbox_log::LogRecord>> = Vec::new();
     for (i, seg) in segments.iter().enumerate().rev() {
         if dict_done && accounting_done && checkpoint_done {
             break;
         }
         let end = segments.get(i + 1).map(|s| s.first_seq);
         let mut seg_dict = Vec::new();
+        let mut seg_accounting = Vec::new();
         let mut opens_with_dict = false;
-        let mut first = true;
-        let mut last_accounting = None;
+        let mut opens_with_totals = false;
         let mut last_checkpoint = None;
         let range = match end {
             Some(end) => reader.records(Seq(seg.first_seq)..Seq(end))?,
             None => reader.records(Seq(seg.first_seq)..)?,
         };
-        for r in range {
+        for (n, r) in range.enumerate() {
             let r = r?;
             let t = r.record_type();
-            if first {
+            if n == 0 {
                 opens_with_dict = t == codec::DICTIONARY;
-                first = false;
+            }
+            // The preamble: the dictionary, then the accounting snapshot.
+            if n == 1 && opens_with_dict && t == codec::ACCOUNTING {
+                opens_with_totals = true;
             }
             if t == codec::DICTIONARY && !dict_done {
+                let seq = r.seq().0;
                 let d =
                     codec::access::<codec::ArchivedDictionaryRecord>(r.payload()).map_err(|e| {
                         Error::Restore {
-                            seq: r.seq().0,
+                            seq,
                             reason: format!("dictionary record: {e}"),
                         }
                     })?;
                 for e in d.entries.iter() {
-                    seg_dict.push((e.0.to_native(), e.1.as_str().to_owned()));
+                    seg_dict.push((seq, e.0.to_native(), e.1.as_str().to_owned()));
                 }
             } else if t == codec::ACCOUNTING && !accounting_done {
-                last_accounting = Some(r);
+                if opens_with_totals && n == 1 {
+                    // Everything before this snapshot is in it.
+                    seg_accounting.clear();
+                }
+                seg_accounting.push(r);
             } else if t == codec::CHECKPOINT && !checkpoint_done {
                 last_checkpoint = Some(r);
             }
         }
         if !dict_done {
-            // Earlier segments' entries come first so later ones override them.
-            seg_dict.append(&mut dict_entries);
-            dict_entries = seg_dict;
+            dict_segments.push(seg_dict);
             dict_done = opens_with_dict || i == 0;
         }
-        if let Some(r) = last_accounting {
-            let a = codec::access::<codec::ArchivedAccountingRecord>(r.payload()).map_err(|e| {
-                Error::Restore {
-                    seq: r.seq().0,
-                    reason: format!("accounting record: {e}"),
-                }
-            })?;
-            for e in a.kinds.iter() {
-                let kind = &e.0;
-                let c: Counters = rkyv::deserialize::<Counters, rkyv::rancor::Error>(&e.1)
-                    .map_err(|e| Error::Restore {
-                        seq: r.seq().0,
-                        reason: format!("accounting record: {e}"),
-                    })?;
-                restored.totals.insert(kind.to_native(), c);
-            }
-            accounting_done = true;
+        if !accounting_done {
+            accounting_segments.push(seg_accounting);
+            accounting_done = opens_with_totals || i == 0;
         }
         if let Some(r) = last_checkpoint {
             let content: BTreeMap<String, serde_json::Value> = serde_json::from_slice(r.payload())
@@ -805,9 +942,41 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             checkpoint_done = true;
         }
     }
-    for (id, name) in dict_entries {
-        shared.names.restore(id, &name);
+    let mut fold = DictionaryFold::new();
+    for (seq, id, name) in dict_segments.into_iter().rev().flatten() {
+        fold.add(id, &name).map_err(|reason| Error::Restore {
+            seq,
+            reason: format!("dictionary record: {reason}"),
+        })?;
     }
+    for r in accounting_segments.into_iter().rev().flatten() {
+        let seq = r.seq().0;
+        let bad = |e: rkyv::rancor::Error| Error::Restore {
+            seq,
+            reason: format!("accounting record: {e}"),
+        };
+        let a = codec::access::<codec::ArchivedAccountingRecord>(r.payload()).map_err(bad)?;
+        for e in a.kinds.iter() {
+            let kind = e.0.to_native();
+            if fold.name(kind).is_none() {
+                return Err(Error::Restore {
+                    seq,
+                    reason: format!(
+                        "accounting record: kind id {kind} is named by no dictionary record"
+                    ),
+                });
+            }
+            let c: Counters =
+                rkyv::deserialize::<Counters, rkyv::rancor::Error>(&e.1).map_err(bad)?;
+            // The id is at most NAMES_PER_LOG_MAX: the dictionary names it.
+            let i = kind as usize;
+            if restored.totals.len() <= i {
+                restored.totals.resize(i + 1, Counters::default());
+            }
+            restored.totals[i] = c;
+        }
+    }
+    shared.names.restore(&fold);
     Ok(restored)
 }
 
@@ -823,7 +992,17 @@ struct Window {
     start_ns: u64,
     end_ns: u64,
     count: u64,
-    values: BTreeMap<u32, ValueStats>,
+    values: BTreeMap<u32, ValueAcc>,
+}
+
+/// One value's aggregates in an open summary window.
+#[derive(Debug)]
+struct ValueAcc {
+    count: u64,
+    min: f64,
+    max: f64,
+    sum: WideSum,
+    last: f64,
 }
 
 /// Sampling state of one kind.
@@ -855,31 +1034,73 @@ struct Writer {
     accounting_interval_ns: u64,
     checkpoint_interval_ns: Option<u64>,
     incident: Option<crate::policy::IncidentPolicy>,
-    /// Running totals restored from the log, per kind id.
-    base: HashMap<u32, Counters>,
-    /// Counters the writer keeps this session (kept, sampled_out, summarized, preroll,
-    /// and drop-tier events that reached it after a post-roll ended).
-    /// Indexed by kind id (ids are small and dense).
+    /// Running totals restored from the log, indexed by kind id.
+    base: Vec<Counters>,
+    /// The outcomes the writer counted this session, indexed by kind id (ids are small
+    /// and dense): kept, sampled_out, summarized, dropped (drop-tier events that reached
+    /// it), preroll and lost. `seen` stays 0 here: producers count it.
     counts: Vec<Counters>,
+    /// Each kind's totals as the last accounting record left them, indexed by kind id.
+    accounted: Vec<Counters>,
     /// Indexed by kind id.
     samplers: Vec<Sampler>,
     /// Open summary windows by (kind, window start).
     windows: BTreeMap<(u32, u64), Window>,
     ring: VecDeque<RingEntry>,
     ring_bytes: usize,
-    postroll_until_ns: u64,
+    /// Post-roll windows `[trigger, end)` of the triggers taken, sorted and merged.
+    spans: VecDeque<Span>,
     last_stamp_ns: u64,
     /// Every interned id up to this one is in the log's dictionary.
     named_upto: u32,
     /// Dictionary records were queued since the segment preamble was last set.
     preamble_stale: bool,
+    /// The encoded dictionary of the segment preamble.
+    preamble_dictionary: Vec<u8>,
+    /// The encoded accounting snapshot of the segment preamble: the totals of the last
+    /// accounting record.
+    preamble_accounting: Option<Vec<u8>>,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`).
     out: Vec<(RecordType, u64, std::ops::Range<usize>)>,
     arena: rkyv::util::AlignedVec,
+    /// The kinds of the kept events among `out`: lost if their append fails.
+    out_kept: Vec<u32>,
     /// Whether records were appended since the durability mode was last applied.
     dirty: bool,
+    /// Events received from producers this session (`record` and `record_evidence`).
+    received: u64,
+    /// Whether what a failure cost was moved to `lost`.
+    failure_accounted: bool,
+}
+
+/// A post-roll window of the triggers taken: `[start_ns, end_ns)`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start_ns: u64,
+    end_ns: u64,
+}
+
+/// Post-roll windows the writer remembers, for events that reach it late.
+const SPANS_MAX: usize = 1024;
+
+/// Where an event falls relative to the incidents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Outside every incident's windows.
+    Normal,
+    /// Inside a taken trigger's pre-roll window, reaching the writer after it.
+    LatePreroll,
+    /// Inside a post-roll window.
+    Postroll,
+}
+
+/// What one batch left waiting for its end.
+#[derive(Default)]
+struct Waiting {
+    syncs: Vec<Reply<Option<Seq>>>,
+    close: Option<Reply<Option<Seq>>>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -898,34 +1119,63 @@ impl Writer {
             batch_records_max: config.batch_records_max,
             accounting_interval_ns: config.accounting_interval_ns,
             checkpoint_interval_ns: config.checkpoint_interval_ns,
+            accounted: restored.totals.clone(),
             base: restored.totals,
             counts: Vec::new(),
             samplers: Vec::new(),
             windows: BTreeMap::new(),
             ring: VecDeque::new(),
             ring_bytes: 0,
-            postroll_until_ns: 0,
+            spans: VecDeque::new(),
             last_stamp_ns: restored.last_ts_ns,
             named_upto: 0,
             preamble_stale: false,
+            preamble_dictionary: Vec::new(),
+            preamble_accounting: None,
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
             arena: rkyv::util::AlignedVec::new(),
+            out_kept: Vec::new(),
             dirty: false,
+            received: 0,
+            failure_accounted: false,
             shared,
         }
     }
 
     /// Writes the full dictionary, so this session's records are self-describing even
-    /// in a segment that opened before the dictionary was set as its preamble.
-    fn open_session(&mut self) -> Result<()> {
+    /// in a segment that opened before the dictionary was set as its preamble, and sets
+    /// the preamble: every segment this session starts opens with the dictionary and
+    /// the restored totals.
+    fn open_session(&mut self, recovery: &Recovery) -> Result<()> {
+        if recovery.torn_bytes_cut > 0 {
+            // Stamped with the log's last stamp: the cut happened after it.
+            let at = self.last_stamp_ns;
+            let record = RecoveryRecord {
+                first_lost_seq: recovery.first_lost_seq.map_or(0, |s| s.0),
+                torn_bytes: recovery.torn_bytes_cut,
+                segment: recovery
+                    .torn_segment
+                    .as_ref()
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                detail: recovery.torn_detail.clone().unwrap_or_default(),
+            };
+            self.emit_encoded(codec::RECOVERY, at, &record);
+        }
         let all = self.shared.names.all();
         if !all.is_empty() {
             self.emit_dictionary(all, self.shared.clock.now_ns());
-            self.flush_out()?;
-            self.end_batch()?;
+            if self.base.iter().any(|c| *c != Counters::default()) {
+                self.preamble_accounting = Some(codec::encode_to_vec(&AccountingRecord {
+                    kinds: nonzero(&self.base),
+                }));
+            }
         }
+        self.flush_out()?;
+        self.end_batch()?;
         Ok(())
     }
 
@@ -969,111 +1219,72 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            if self.shared.failed.load(Ordering::Acquire) {
+            let stop = if self.shared.failed.load(Ordering::Acquire) {
                 // Answer every request with the failure until the recorder closes.
-                let closing = fail_all(&self.shared, &mut batch);
-                if closing {
-                    return;
-                }
-                continue;
-            }
-            match self.process(&mut batch) {
-                Ok(true) => return,
-                Ok(false) => {}
-                Err(e) => {
-                    self.fail(&e);
-                    if fail_all(&self.shared, &mut batch) {
-                        return;
-                    }
-                }
+                self.fail_all(batch.drain(..))
+            } else {
+                self.process(&mut batch, &rx)
+            };
+            if stop {
+                return;
             }
         }
     }
 
-    /// Processes one batch of messages. Returns whether the recorder is closing.
-    fn process(&mut self, batch: &mut Vec<Msg>) -> Result<bool> {
-        let mut syncs = Vec::new();
-        let mut close = None;
-        for msg in batch.drain(..) {
-            if let Msg::Event(e) | Msg::Evidence(e, _) = &msg {
-                self.name(e);
-            }
-            match msg {
-                Msg::Event(e) => self.on_event(e)?,
-                Msg::Checkpoint(reply) => match self.checkpoint() {
-                    Ok(seq) => {
-                        let _ = reply.send(Ok(seq));
-                    }
-                    // Refused before anything was written: the recorder goes on.
-                    Err(e @ Error::CheckpointTooLarge { .. }) => {
-                        let _ = reply.send(Err(e));
-                    }
-                    Err(e) => {
-                        self.fail(&e);
-                        let _ = reply.send(Err(e.clone()));
-                        return Err(e);
-                    }
-                },
-                Msg::Sync(reply) => syncs.push(reply),
-                Msg::Evidence(e, reply) => {
-                    self.evict_ring(e.ts_ns);
-                    // Evidence of a failure is a failure all the same: it triggers.
-                    let written = if e.kind.class.trigger && self.incident.is_some() {
-                        self.on_trigger(e).map(|seq| Some(Seq(seq)))
-                    } else {
-                        self.counts(e.kind.id).kept += 1;
-                        self.emit_event(e, WrittenTier::Full, 1.0);
-                        self.flush_out()
-                    };
-                    match written {
-                        Ok(seq) => {
-                            let _ = reply.send(Ok(seq.unwrap_or(Seq(0))));
-                        }
-                        Err(e) => {
-                            self.fail(&e);
-                            let _ = reply.send(Err(e.clone()));
-                            return Err(e);
-                        }
-                    }
-                }
-                Msg::Kb {
-                    payload,
-                    evidence,
-                    reply,
-                } => match self.kb_commit(&payload, &evidence) {
-                    Ok(r) => {
-                        let _ = reply.send(r);
-                    }
-                    Err(e) => {
-                        self.fail(&e);
-                        let _ = reply.send(Err(SinkError::Failed(Box::new(e.clone()))));
-                        return Err(e);
-                    }
-                },
-                Msg::Stats(reply) => {
-                    let _ = reply.send(Ok(self.stats()));
-                }
-                Msg::Close(reply) => {
-                    close = Some(reply);
-                    break;
-                }
+    /// Processes one batch of messages. Returns whether the writer stops (closed).
+    ///
+    /// Whatever fails, the recorder is marked failed with the cause before any caller
+    /// is answered or any message dropped, and every message of the batch is answered
+    /// (events that could not be written are counted `lost`).
+    fn process(&mut self, batch: &mut Vec<Msg>, rx: &Receiver<Msg>) -> bool {
+        let mut waiting = Waiting::default();
+        let mut rest = Vec::new();
+        let mut result = Ok(());
+        let mut msgs = batch.drain(..);
+        for msg in msgs.by_ref() {
+            if let Err(e) = self.handle(msg, &mut waiting) {
+                result = Err(e);
+                break;
             }
         }
-        self.timers(self.shared.clock.now_ns())?;
-        self.flush_out()?;
-        if let Some(reply) = close {
+        rest.extend(msgs);
+        if result.is_ok() && waiting.close.is_some() {
+            result = self.drain_before_close(rx, &mut waiting);
+        }
+        if result.is_ok() {
+            result = self.timers(self.shared.clock.now_ns());
+        }
+        if result.is_ok() {
+            result = self.flush_out().map(|_| ());
+        }
+        if let Err(e) = result {
+            self.fail(&e);
+            let failure = self.shared.failure();
+            for s in waiting.syncs {
+                let _ = s.send(Err(failure.clone()));
+            }
+            let mut closing = false;
+            if let Some(reply) = waiting.close {
+                let _ = reply.send(Err(failure));
+                closing = true;
+            }
+            return self.fail_all(rest.into_iter()) || closing;
+        }
+        if let Some(reply) = waiting.close {
             let r = self.close();
             if let Err(e) = &r {
                 self.fail(e);
             }
-            for s in syncs {
+            for s in waiting.syncs {
                 let _ = s.send(r.clone());
             }
             let _ = reply.send(r);
-            return Ok(true);
+            return true;
         }
-        if syncs.is_empty() {
-            self.end_batch()?;
+        if waiting.syncs.is_empty() {
+            if let Err(e) = self.end_batch() {
+                self.fail(&e);
+            }
         } else {
             let r = self.log.sync().map_err(Error::from);
             if let Err(e) = &r {
@@ -1081,32 +1292,175 @@ impl Writer {
                 // reply is accepted and then lost.
                 self.fail(e);
             }
-            for s in syncs {
+            for s in waiting.syncs {
                 let _ = s.send(r.clone());
             }
-            r?;
         }
-        Ok(false)
+        false
+    }
+
+    /// Handles one message. A request that fails is answered with the cause, after the
+    /// recorder is marked failed.
+    fn handle(&mut self, msg: Msg, waiting: &mut Waiting) -> Result<()> {
+        match msg {
+            Msg::Event(e) => {
+                self.received += 1;
+                self.name(&e);
+                self.on_event(e)?;
+            }
+            Msg::Checkpoint { ts_ns, reply } => match self.checkpoint(ts_ns) {
+                Ok(seq) => {
+                    let _ = reply.send(Ok(seq));
+                }
+                // Refused before anything was written: the recorder goes on.
+                Err(e @ Error::CheckpointTooLarge { .. }) => {
+                    let _ = reply.send(Err(e));
+                }
+                Err(e) => {
+                    self.fail(&e);
+                    let _ = reply.send(Err(e.clone()));
+                    return Err(e);
+                }
+            },
+            Msg::Sync(reply) => waiting.syncs.push(reply),
+            Msg::Evidence(e, reply) => {
+                self.received += 1;
+                self.name(&e);
+                self.evict_ring(e.ts_ns);
+                // Evidence of a failure is a failure all the same: it triggers.
+                let written = if e.kind.class.trigger && self.incident.is_some() {
+                    self.on_trigger(e).map(|seq| Some(Seq(seq)))
+                } else {
+                    self.counts(e.kind.id).kept += 1;
+                    self.emit_event(e, WrittenTier::Full, 1.0);
+                    self.flush_out()
+                };
+                match written {
+                    Ok(seq) => {
+                        let _ = reply.send(Ok(seq.unwrap_or(Seq(0))));
+                    }
+                    Err(e) => {
+                        self.fail(&e);
+                        let _ = reply.send(Err(e.clone()));
+                        return Err(e);
+                    }
+                }
+            }
+            Msg::Kb {
+                ts_ns,
+                payload,
+                evidence,
+                reply,
+            } => match self.kb_commit(ts_ns, &payload, &evidence) {
+                Ok(r) => {
+                    let _ = reply.send(r);
+                }
+                Err(e) => {
+                    self.fail(&e);
+                    let _ = reply.send(Err(SinkError::Failed(Box::new(e.clone()))));
+                    return Err(e);
+                }
+            },
+            Msg::Stats(reply) => {
+                let _ = reply.send(Ok(self.stats()));
+            }
+            // Answered once every event accepted before it is written.
+            Msg::Close(reply) => waiting.close = Some(reply),
+        }
+        Ok(())
+    }
+
+    /// Before the last accounting record: takes every event a producer counted as sent
+    /// (`close` stops producers first, and each one that got past that check is counted
+    /// before it sends), so the last record accounts every event `record` accepted.
+    fn drain_before_close(&mut self, rx: &Receiver<Msg>, waiting: &mut Waiting) -> Result<()> {
+        loop {
+            if self.received >= self.shared.kinds.sent_total() {
+                return Ok(());
+            }
+            match rx.try_recv() {
+                Ok(msg) => self.handle(msg, waiting)?,
+                // A producer between its count and its send.
+                Err(TryRecvError::Empty) => std::thread::yield_now(),
+                Err(TryRecvError::Disconnected) => return Ok(()),
+            }
+        }
+    }
+
+    /// Answers every message with the writer's failure (stats with the counters) and
+    /// counts its events `lost`. Returns whether a close was among them.
+    fn fail_all(&mut self, msgs: impl Iterator<Item = Msg>) -> bool {
+        let mut closing = false;
+        for msg in msgs {
+            match msg {
+                Msg::Event(e) => {
+                    self.received += 1;
+                    self.counts(e.kind.id).lost += 1;
+                }
+                Msg::Evidence(e, r) => {
+                    self.received += 1;
+                    self.counts(e.kind.id).lost += 1;
+                    let _ = r.send(Err(self.shared.failure()));
+                }
+                Msg::Checkpoint { reply, .. } => {
+                    let _ = reply.send(Err(self.shared.failure()));
+                }
+                Msg::Sync(r) => {
+                    let _ = r.send(Err(self.shared.failure()));
+                }
+                Msg::Stats(r) => {
+                    let _ = r.send(Ok(self.stats()));
+                }
+                Msg::Kb { reply, .. } => {
+                    let _ = reply.send(Err(SinkError::Failed(Box::new(self.shared.failure()))));
+                }
+                Msg::Close(r) => {
+                    let _ = r.send(Err(self.shared.failure()));
+                    closing = true;
+                }
+            }
+        }
+        closing
     }
 
     /// Marks the recorder failed with `e` (the first failure wins): every later call
-    /// returns it.
-    fn fail(&self, e: &Error) {
+    /// returns it. What can no longer be written is counted `lost`: the kept events of
+    /// an append that did not happen, and the events of the open summary windows.
+    fn fail(&mut self, e: &Error) {
         let cause = match e {
             Error::Log(e) | Error::Writer(e) => Arc::clone(e),
             other => Arc::new(blackbox_log::Error::InvalidOptions {
                 reason: other.to_string(),
             }),
         };
-        let mut failure = self.shared.failure.lock();
-        if failure.is_none() {
-            *failure = Some(cause);
+        {
+            let mut failure = self.shared.failure.lock();
+            if failure.is_none() {
+                *failure = Some(cause);
+            }
         }
-        self.shared.failed.store(true, Ordering::Release);
+        self.shared.failed.store(true, Ordering::SeqCst);
+        if std::mem::replace(&mut self.failure_accounted, true) {
+            return;
+        }
+        for kind in std::mem::take(&mut self.out_kept) {
+            let c = self.counts(kind);
+            c.kept -= 1;
+            c.lost += 1;
+        }
+        self.out.clear();
+        self.arena.clear();
+        for ((kind, _), w) in std::mem::take(&mut self.windows) {
+            let c = self.counts(kind);
+            c.summarized -= w.count;
+            c.lost += w.count;
+        }
+        self.ring.clear();
+        self.ring_bytes = 0;
     }
 
     /// The working memory as JSON, or `CheckpointTooLarge` when it would not fit in a
-    /// log record.
+    /// log record (the memory refuses a `set` that would make it so).
     fn snapshot(&self) -> Result<Vec<u8>> {
         let bytes = self.shared.working.to_json_bytes();
         let limit_bytes = self.log.record_bytes_max();
@@ -1135,14 +1489,14 @@ impl Writer {
     }
 
     fn close(&mut self) -> Result<Option<Seq>> {
+        // Nothing is queued behind these records: they take the clock's time.
         let now = self.shared.clock.now_ns();
         let open: Vec<(u32, u64)> = self.windows.keys().copied().collect();
         for key in open {
-            self.close_window(key);
+            let at = key.1.saturating_add(self.window_ns(key)).min(now);
+            self.close_window(key, at);
         }
-        self.emit_accounting(now)?;
-        // A working memory too large for one record is not checkpointed at close; the
-        // log stays consistent and the last checkpoint that fitted is what restores.
+        self.emit_accounting(now, true)?;
         if let Ok(snapshot) = self.snapshot() {
             self.emit_raw(codec::CHECKPOINT, now, &snapshot);
         }
@@ -1167,20 +1521,23 @@ impl Writer {
         let ts = msg.ts_ns;
         self.evict_ring(ts);
         let kind = msg.kind.id;
-        let class = &msg.kind.class;
+        let class = msg.kind.class.clone();
         if class.trigger && self.incident.is_some() {
             return self.on_trigger(msg).map(|_| ());
         }
-        let in_postroll = ts < self.postroll_until_ns;
-        match class.tier.clone() {
-            Tier::Full => {
-                self.counts(kind).kept += 1;
-                self.emit_event(msg, WrittenTier::Full, 1.0);
-            }
-            _ if in_postroll => {
-                self.counts(kind).kept += 1;
-                self.emit_event(msg, WrittenTier::Postroll, 1.0);
-            }
+        if class.tier == Tier::Full {
+            self.counts(kind).kept += 1;
+            self.emit_event(msg, WrittenTier::Full, 1.0);
+            return Ok(());
+        }
+        let phase = self.phase(ts);
+        if phase == Phase::Postroll {
+            self.counts(kind).kept += 1;
+            self.emit_event(msg, WrittenTier::Postroll, 1.0);
+            return Ok(());
+        }
+        let late = phase == Phase::LatePreroll;
+        match class.tier {
             Tier::Sample(sampling) => {
                 let i = kind as usize;
                 if self.samplers.len() <= i {
@@ -1191,21 +1548,100 @@ impl Writer {
                     self.emit_event(msg, WrittenTier::Sample, sampling.weight());
                 } else {
                     self.counts(kind).sampled_out += 1;
-                    self.push_ring(msg);
+                    self.hold(msg, late);
                 }
             }
             Tier::Summary { window_ns } => {
                 self.summarize(&msg, window_ns);
                 self.counts(kind).summarized += 1;
-                self.push_ring(msg);
+                self.hold(msg, late);
             }
-            Tier::Drop => {
-                // Reached the writer because a producer saw a post-roll that had ended
-                // by this event's time here.
+            Tier::Drop | Tier::Full => {
+                // A drop-tier event reaches the writer when a producer saw a post-roll
+                // open, or when its rule keeps it for the pre-roll.
                 self.counts(kind).dropped += 1;
+                if class.preroll {
+                    self.hold(msg, late);
+                }
             }
         }
         Ok(())
+    }
+
+    /// Keeps an event that was not written for a possible incident: in the ring, or,
+    /// for one stamped inside the pre-roll of a trigger already taken, written at once.
+    fn hold(&mut self, msg: EventMsg, late_preroll: bool) {
+        if late_preroll {
+            self.counts(msg.kind.id).preroll += 1;
+            self.emit_event(msg, WrittenTier::Preroll, 1.0);
+        } else {
+            self.push_ring(msg);
+        }
+    }
+
+    /// Where an event stamped `ts` falls: inside a post-roll (of a trigger taken, or of
+    /// one a producer stamped before it that has not reached the writer yet), inside the
+    /// pre-roll of a trigger taken, or neither.
+    fn phase(&mut self, ts: u64) -> Phase {
+        if self.shared.triggers_pending.load(Ordering::SeqCst) > 0 {
+            let shared = Arc::clone(&self.shared);
+            let mut triggers = shared.triggers.lock();
+            let mut i = 0;
+            while i < triggers.len() {
+                if triggers[i].lost {
+                    // Lost to overflow: its post-roll opens all the same.
+                    let t = triggers.swap_remove(i);
+                    shared.triggers_pending.fetch_sub(1, Ordering::SeqCst);
+                    self.add_span(t.ts_ns, t.postroll_end_ns);
+                } else {
+                    i += 1;
+                }
+            }
+            // Strictly after: an event stamped at the same time as the trigger that
+            // reached the writer first was recorded before it.
+            if triggers
+                .iter()
+                .any(|t| ts > t.ts_ns && ts < t.postroll_end_ns)
+            {
+                return Phase::Postroll;
+            }
+        }
+        let preroll_ns = self.incident.as_ref().map_or(0, |i| i.preroll_ns);
+        let mut phase = Phase::Normal;
+        for span in self.spans.iter().rev() {
+            if ts >= span.end_ns {
+                break;
+            }
+            if ts >= span.start_ns {
+                return Phase::Postroll;
+            }
+            if ts >= span.start_ns.saturating_sub(preroll_ns) {
+                phase = Phase::LatePreroll;
+            }
+        }
+        phase
+    }
+
+    /// Adds a post-roll window, merged with those it overlaps; returns the end of the
+    /// merged window holding `start_ns`.
+    fn add_span(&mut self, start_ns: u64, end_ns: u64) -> u64 {
+        let at = self.spans.partition_point(|s| s.start_ns <= start_ns);
+        self.spans.insert(at, Span { start_ns, end_ns });
+        let mut merged: VecDeque<Span> = VecDeque::with_capacity(self.spans.len());
+        for s in self.spans.drain(..) {
+            match merged.back_mut() {
+                Some(last) if s.start_ns <= last.end_ns => last.end_ns = last.end_ns.max(s.end_ns),
+                _ => merged.push_back(s),
+            }
+        }
+        while merged.len() > SPANS_MAX {
+            merged.pop_front();
+        }
+        self.spans = merged;
+        self.spans
+            .iter()
+            .find(|s| s.start_ns <= start_ns && start_ns < s.end_ns)
+            .map_or(end_ns, |s| s.end_ns)
     }
 
     /// Writes the pre-roll, the trigger, the incident marker and the checkpoint; returns
@@ -1215,42 +1651,49 @@ impl Writer {
             return Ok(0);
         };
         let ts = msg.ts_ns;
+        // Taken: no longer pending for the events that follow.
+        self.shared.trigger_withdrawn(ts);
+        let tier = if self.phase(ts) == Phase::Postroll {
+            WrittenTier::Postroll
+        } else {
+            WrittenTier::Full
+        };
         let preroll_start = ts.saturating_sub(incident.preroll_ns);
         let mut preroll_events = 0u64;
+        let mut later = VecDeque::new();
         while let Some(entry) = self.ring.pop_front() {
+            let t = entry.msg.ts_ns;
+            if t > ts {
+                // Stamped after the trigger: not its pre-roll.
+                later.push_back(entry);
+                continue;
+            }
             self.ring_bytes -= entry.msg.size_bytes();
-            if entry.msg.ts_ns >= preroll_start {
+            if t >= preroll_start {
                 let kind = entry.msg.kind.id;
                 self.counts(kind).preroll += 1;
                 self.emit_event(entry.msg, WrittenTier::Preroll, 1.0);
                 preroll_events += 1;
             }
         }
+        self.ring = later;
         let kind = msg.kind.id;
         self.counts(kind).kept += 1;
-        let tier = if ts < self.postroll_until_ns {
-            WrittenTier::Postroll
-        } else {
-            WrittenTier::Full
-        };
         let snapshot = msg.snapshot.take();
         self.emit_event(msg, tier, 1.0);
         let trigger_seq = self.flush_out()?.map_or(0, |s| s.0);
-        self.postroll_until_ns = self
-            .postroll_until_ns
-            .max(ts.saturating_add(incident.postroll_ns));
+        let postroll_end = self.add_span(ts, ts.saturating_add(incident.postroll_ns));
         let marker = IncidentRecord {
             trigger_seq,
             trigger_kind: kind,
             trigger_ts_ns: ts,
             preroll_start_ns: preroll_start,
-            postroll_end_ns: self.postroll_until_ns,
+            postroll_end_ns: postroll_end,
             preroll_events,
         };
         let at = self.stamp(ts);
         self.emit_encoded(codec::INCIDENT, at, &marker);
-        // A working memory too large for one record is not checkpointed here; the
-        // incident is written all the same.
+        // The memory refuses a `set` that would not fit a record; checked all the same.
         if let Some(snapshot) = snapshot
             && snapshot.len() <= self.log.record_bytes_max()
         {
@@ -1274,10 +1717,16 @@ impl Writer {
         }
     }
 
+    /// Drops ring events older than the pre-roll window of an event stamped `now_ns`.
+    /// Not while a trigger is pending: an event stamped after that trigger, reaching
+    /// the writer first, must not push the trigger's own pre-roll out.
     fn evict_ring(&mut self, now_ns: u64) {
         let Some(incident) = &self.incident else {
             return;
         };
+        if self.shared.triggers_pending.load(Ordering::SeqCst) > 0 {
+            return;
+        }
         let horizon = now_ns.saturating_sub(incident.preroll_ns);
         while self.ring.front().is_some_and(|e| e.msg.ts_ns < horizon) {
             if let Some(e) = self.ring.pop_front() {
@@ -1300,23 +1749,29 @@ impl Writer {
         });
         w.count += 1;
         for &(name, v) in &msg.values {
-            let s = w.values.entry(name).or_insert(ValueStats {
-                name,
+            let s = w.values.entry(name).or_insert(ValueAcc {
                 count: 0,
                 min: v,
                 max: v,
-                sum: 0.0,
+                sum: WideSum::default(),
                 last: v,
             });
             s.count += 1;
             s.min = s.min.min(v);
             s.max = s.max.max(v);
-            s.sum += v;
+            s.sum.add(v);
             s.last = v;
         }
     }
 
-    fn close_window(&mut self, key: (u32, u64)) {
+    /// The length of an open window.
+    fn window_ns(&self, key: (u32, u64)) -> u64 {
+        self.windows
+            .get(&key)
+            .map_or(0, |w| w.end_ns.saturating_sub(w.start_ns))
+    }
+
+    fn close_window(&mut self, key: (u32, u64), at: u64) {
         let Some(w) = self.windows.remove(&key) else {
             return;
         };
@@ -1326,15 +1781,28 @@ impl Writer {
             window_start_ns: w.start_ns,
             window_end_ns: w.end_ns,
             count: w.count,
-            values: w.values.into_values().collect(),
+            values: w
+                .values
+                .into_iter()
+                .map(|(name, a)| ValueStats {
+                    name,
+                    count: a.count,
+                    min: a.min,
+                    max: a.max,
+                    sum: a.sum.sum(),
+                    last: a.last,
+                    mean: a.sum.mean(a.count, a.min, a.max),
+                })
+                .collect(),
         };
-        let at = w.end_ns.min(self.shared.clock.now_ns());
         self.emit_encoded(codec::SUMMARY, at, &record);
     }
 
     /// Closes summary windows that have ended and writes due accounting records and
-    /// checkpoints.
+    /// checkpoints. They are due by the clock, but stamped with the last stamp written:
+    /// events still queued behind them keep their own times.
     fn timers(&mut self, now: u64) -> Result<()> {
+        let at = self.last_stamp_ns;
         let ended: Vec<(u32, u64)> = self
             .windows
             .iter()
@@ -1342,19 +1810,19 @@ impl Writer {
             .map(|(&k, _)| k)
             .collect();
         for key in ended {
-            self.close_window(key);
+            self.close_window(key, at);
         }
         // The ring is not evicted by the clock here: events still queued behind this
         // batch, a trigger among them, may be older than `now`; each event evicts by its
         // own time (`on_event`) and the byte bound caps the memory.
         if now >= self.next_accounting_ns {
-            self.emit_accounting(now)?;
+            self.emit_accounting(at, false)?;
             self.next_accounting_ns = now.saturating_add(self.accounting_interval_ns);
         }
         if let (Some(next), Some(interval)) = (self.next_checkpoint_ns, self.checkpoint_interval_ns)
             && now >= next
         {
-            match self.checkpoint() {
+            match self.checkpoint(at) {
                 Ok(_) | Err(Error::CheckpointTooLarge { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -1370,6 +1838,7 @@ impl Writer {
     /// The outer error is the writer's failure; the inner one refuses this commit only.
     fn kb_commit(
         &mut self,
+        ts_ns: u64,
         payload: &[u8],
         evidence: &[u64],
     ) -> Result<Result<Appended, SinkError>> {
@@ -1388,8 +1857,7 @@ impl Writer {
                 .into(),
             )));
         }
-        let now = self.shared.clock.now_ns();
-        self.emit_raw(codec::KB, now, payload);
+        self.emit_raw(codec::KB, ts_ns, payload);
         let time_ns = self.last_stamp_ns;
         let seq = self.flush_out()?.unwrap_or(Seq(0));
         // In `Sync` mode an acknowledged commit survives a power cut, like a synced
@@ -1405,38 +1873,38 @@ impl Writer {
         }))
     }
 
-    fn checkpoint(&mut self) -> Result<Seq> {
-        let now = self.shared.clock.now_ns();
+    fn checkpoint(&mut self, ts_ns: u64) -> Result<Seq> {
         let snapshot = self.snapshot()?;
-        self.emit_raw(codec::CHECKPOINT, now, &snapshot);
+        self.emit_raw(codec::CHECKPOINT, ts_ns, &snapshot);
         Ok(self.flush_out()?.unwrap_or(Seq(0)))
     }
 
-    /// Totals per kind id: restored base + this session's writer and producer counts.
-    fn totals(&self) -> BTreeMap<u32, Counters> {
-        let mut totals: BTreeMap<u32, Counters> = self.base.iter().map(|(&k, c)| (k, *c)).collect();
-        for (k, c) in self.counts.iter().enumerate() {
-            // Ids of sources and value names share the space: only kinds count anything.
-            if *c != Counters::default() {
-                totals
-                    .entry(u32::try_from(k).unwrap_or(u32::MAX))
-                    .or_default()
-                    .add(c);
-            }
+    /// Running totals per kind id: restored base, this session's writer outcomes, and
+    /// the producers' counts (`seen`, drops at the producer, overflow).
+    fn totals(&self) -> Vec<Counters> {
+        let producers = self.shared.kinds.producer_counts();
+        let len = producers
+            .iter()
+            .map(|p| p.id as usize + 1)
+            .chain([self.base.len(), self.counts.len()])
+            .max()
+            .unwrap_or(0);
+        let mut totals = self.base.clone();
+        totals.resize(len, Counters::default());
+        for (t, c) in totals.iter_mut().zip(&self.counts) {
+            t.add(c);
         }
-        for (k, dropped, overflow) in self.shared.kinds.producer_counts() {
-            let t = totals.entry(k).or_default();
-            t.dropped += dropped;
-            t.overflow += overflow;
-        }
-        for c in totals.values_mut() {
-            c.seen = c.kept + c.sampled_out + c.summarized + c.dropped + c.overflow;
+        for p in producers {
+            let t = &mut totals[p.id as usize];
+            t.seen += p.dropped + p.overflow + p.sent;
+            t.dropped += p.dropped;
+            t.overflow += p.overflow;
         }
         totals
     }
 
     fn stats(&self) -> BTreeMap<String, Counters> {
-        self.totals()
+        nonzero(&self.totals())
             .into_iter()
             .map(|(k, c)| {
                 let name = self
@@ -1449,18 +1917,34 @@ impl Writer {
             .collect()
     }
 
-    fn emit_accounting(&mut self, now: u64) -> Result<()> {
-        let record = AccountingRecord {
-            kinds: self.totals().into_iter().collect(),
-        };
-        // Producers may have interned kinds since the batch began (drop-tier kinds never
-        // reach the writer): name them before the record that counts them.
+    /// Writes an accounting record of the kinds whose totals changed since the last one
+    /// (none is written when nothing changed, unless `always`), after naming every kind
+    /// still pending (drop-tier kinds never reach the writer otherwise). The segment
+    /// preamble's snapshot becomes the whole of these totals before the record is
+    /// appended, so a segment that opens from then on starts from them.
+    fn emit_accounting(&mut self, at: u64, always: bool) -> Result<()> {
+        let totals = self.totals();
+        let changed: Vec<(u32, Counters)> = nonzero(&totals)
+            .into_iter()
+            .filter(|&(k, c)| self.accounted.get(k as usize) != Some(&c))
+            .collect();
+        if changed.is_empty() && !always {
+            return Ok(());
+        }
         let pending = self.shared.names.take_pending();
         if let Some(&(last, _)) = pending.last() {
             self.named_upto = self.named_upto.max(last);
-            self.emit_dictionary(pending, now);
+            self.emit_dictionary(pending, at);
         }
-        self.emit_encoded(codec::ACCOUNTING, now, &record);
+        // Everything queued before the record goes first, under the snapshot before it.
+        self.flush_out()?;
+        self.preamble_accounting = Some(codec::encode_to_vec(&AccountingRecord {
+            kinds: nonzero(&totals),
+        }));
+        self.preamble_stale = true;
+        self.emit_encoded(codec::ACCOUNTING, at, &AccountingRecord { kinds: changed });
+        self.flush_out()?;
+        self.accounted = totals;
         Ok(())
     }
 
@@ -1492,17 +1976,29 @@ impl Writer {
     /// the next `flush_out`, before anything is appended.
     fn emit_dictionary(&mut self, entries: Vec<(u32, String)>, now: u64) {
         self.emit_encoded(codec::DICTIONARY, now, &DictionaryRecord { entries });
+        self.preamble_dictionary.clear();
         self.preamble_stale = true;
     }
 
-    fn set_preamble(&mut self, entries: Vec<(u32, String)>) -> Result<()> {
-        let bytes = codec::encode_to_vec(&DictionaryRecord { entries });
-        self.log
-            .set_segment_preamble(vec![(codec::DICTIONARY, bytes)])?;
+    /// Sets the segment preamble: the whole dictionary, then the accounting snapshot.
+    fn set_preamble(&mut self) -> Result<()> {
+        if self.preamble_dictionary.is_empty() {
+            self.preamble_dictionary = codec::encode_to_vec(&DictionaryRecord {
+                entries: self.shared.names.all(),
+            });
+        }
+        let mut records = vec![(codec::DICTIONARY, self.preamble_dictionary.clone())];
+        if let Some(totals) = &self.preamble_accounting {
+            records.push((codec::ACCOUNTING, totals.clone()));
+        }
+        self.log.set_segment_preamble(records)?;
         Ok(())
     }
 
     fn emit_event(&mut self, mut msg: EventMsg, tier: WrittenTier, weight: f64) {
+        if tier != WrittenTier::Preroll {
+            self.out_kept.push(msg.kind.id);
+        }
         let record = EventRecord {
             kind: msg.kind.id,
             source: msg.source,
@@ -1533,14 +2029,16 @@ impl Writer {
         self.out.push((t, at, start..self.arena.len()));
     }
 
-    /// Appends the batch's encoded records; returns the last seq.
+    /// Appends the batch's encoded records; returns the last seq. On an error nothing
+    /// is cleared: `fail` counts the kept events among them as lost.
     fn flush_out(&mut self) -> Result<Option<Seq>> {
         if self.out.is_empty() {
             return Ok(None);
         }
         // Before the append: a segment it rolls into must open with every name used.
-        if std::mem::take(&mut self.preamble_stale) {
-            self.set_preamble(self.shared.names.all())?;
+        if self.preamble_stale {
+            self.set_preamble()?;
+            self.preamble_stale = false;
         }
         let records: Vec<Record<'_>> = self
             .out
@@ -1551,37 +2049,17 @@ impl Writer {
         self.dirty = true;
         self.out.clear();
         self.arena.clear();
+        self.out_kept.clear();
         Ok(last)
     }
 }
 
-/// Answers every message of `batch` with the writer's failure. Returns whether a close
-/// was among them.
-fn fail_all(shared: &Shared, batch: &mut Vec<Msg>) -> bool {
-    let mut closing = false;
-    for msg in batch.drain(..) {
-        match msg {
-            Msg::Event(_) => {}
-            Msg::Checkpoint(r) => {
-                let _ = r.send(Err(shared.failure()));
-            }
-            Msg::Sync(r) => {
-                let _ = r.send(Err(shared.failure()));
-            }
-            Msg::Stats(r) => {
-                let _ = r.send(Err(shared.failure()));
-            }
-            Msg::Evidence(_, r) => {
-                let _ = r.send(Err(shared.failure()));
-            }
-            Msg::Kb { reply, .. } => {
-                let _ = reply.send(Err(SinkError::Failed(Box::new(shared.failure()))));
-            }
-            Msg::Close(r) => {
-                let _ = r.send(Err(shared.failure()));
-                closing = true;
-            }
-        }
-    }
-    closing
+/// The non-zero counters of `totals` (indexed by kind id), by id.
+fn nonzero(totals: &[Counters]) -> Vec<(u32, Counters)> {
+    totals
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c != Counters::default())
+        .map(|(k, c)| (u32::try_from(k).unwrap_or(u32::MAX), *c))
+        .collect()
 }

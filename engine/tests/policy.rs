@@ -67,16 +67,19 @@ fn design_example_parses_to_the_expected_policy() {
             Rule {
                 pattern: "debug.*".to_owned(),
                 tier: Tier::Drop,
+                preroll: false,
             },
             Rule {
                 pattern: "sensor.*".to_owned(),
                 tier: Tier::Summary {
                     window_ns: SECOND_NS,
                 },
+                preroll: false,
             },
             Rule {
                 pattern: "trajectory.*".to_owned(),
                 tier: Tier::Sample(Sampling::Every(10)),
+                preroll: false,
             },
         ]
     );
@@ -127,6 +130,7 @@ fn design_example_classifies_kinds() {
                 tier: tier.clone(),
                 rule_index: *rule_index,
                 trigger: *trigger,
+                preroll: false,
             },
             "{kind}"
         );
@@ -146,6 +150,7 @@ fn a_trigger_is_reported_whatever_the_kind_tier() {
             tier: Tier::Sample(Sampling::Rate(0.5)),
             rule_index: Some(0),
             trigger: true,
+            preroll: false,
         }
     );
     assert!(policy.classify("arm.motor").trigger);
@@ -290,6 +295,7 @@ fn default_policy_keeps_everything_in_full() {
             tier: Tier::Full,
             rule_index: None,
             trigger: false,
+            preroll: false,
         }
     );
     assert_eq!(Policy::builder().build().unwrap(), policy);
@@ -1025,4 +1031,57 @@ proptest! {
             None => prop_assert!(parsed.unwrap_err().contains("too large")),
         }
     }
+}
+
+/// Guards DESIGN §5's `preroll = true` on a drop rule (a backtrace on failure): the TOML
+/// key and the builder give the same policy, the kind is classified as a pre-roll drop,
+/// and the key is refused, with its line, on another tier or without incident capture.
+#[test]
+fn a_drop_rule_may_keep_its_events_in_the_preroll_ring() {
+    let text = r#"
+[[rules]]
+match = "log.debug.*"
+tier = "drop"
+preroll = true
+
+[[rules]]
+match = "debug.*"
+tier = "drop"
+preroll = false
+
+[incident]
+triggers = ["failure.*"]
+"#;
+    let parsed = Policy::from_toml_str(text).unwrap();
+    let built = Policy::builder()
+        .drop_rule_with_preroll("log.debug.*")
+        .rule("debug.*", Tier::Drop)
+        .incident(IncidentPolicy::new(&["failure.*"]))
+        .build()
+        .unwrap();
+    assert_eq!(parsed, built);
+    assert!(parsed.rules()[0].preroll);
+    let class = parsed.classify("log.debug.motor");
+    assert_eq!((class.tier.clone(), class.preroll), (Tier::Drop, true));
+    assert!(!parsed.classify("debug.tick").preroll);
+    assert!(!parsed.classify("action.grasp").preroll);
+
+    let on_sample = "[[rules]]\nmatch = \"traj.*\"\ntier = \"sample\"\nevery = 2\npreroll = true\n\n[incident]\ntriggers = [\"failure.*\"]\n";
+    let err = Policy::from_toml_str(on_sample).unwrap_err();
+    assert_eq!(err.line, Some(5), "{err}");
+    assert!(err.reason.contains("only to drop rules"), "{err}");
+
+    let no_incident = "[[rules]]\nmatch = \"log.*\"\ntier = \"drop\"\npreroll = true\n";
+    let err = Policy::from_toml_str(no_incident).unwrap_err();
+    assert_eq!(err.line, Some(4), "{err}");
+    assert!(err.reason.contains("[incident]"), "{err}");
+    let err = Policy::builder()
+        .drop_rule_with_preroll("log.*")
+        .build()
+        .unwrap_err();
+    assert!(err.reason.contains("rules[0]"), "{err}");
+
+    let not_bool = "[[rules]]\nmatch = \"log.*\"\ntier = \"drop\"\npreroll = \"yes\"\n";
+    let err = Policy::from_toml_str(not_bool).unwrap_err();
+    assert_eq!(err.line, Some(4), "{err}");
 }

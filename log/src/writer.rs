@@ -183,6 +183,11 @@ pub struct Recovery {
     pub torn_bytes_cut: u64,
     /// Why the cut bytes were not an intact block, with their offset.
     pub torn_detail: Option<String>,
+    /// The segment file the torn bytes were cut from.
+    pub torn_segment: Option<PathBuf>,
+    /// The seq the first record of the cut bytes would have had: records from it on,
+    /// if the torn write held any, are lost (how many is not known).
+    pub first_lost_seq: Option<Seq>,
     /// Whether the directory was created (or held no segment) and a new log started.
     pub created: bool,
 }
@@ -309,6 +314,7 @@ impl Log {
         let storage = Arc::clone(&opts.storage);
         let mut torn_bytes_cut = 0;
         let mut torn_detail = None;
+        let mut torn_segment = None;
         let mut segments = recovered.segments.len();
         let point = recovered.point;
         let active = match recovered.last {
@@ -321,6 +327,7 @@ impl Log {
                     // after it, so a second crash cannot resurrect the torn bytes.
                     torn_bytes_cut = last.file_len - offset;
                     torn_detail = Some(format!("at byte {offset}: {detail}"));
+                    torn_segment = Some(last.path.clone());
                     file.truncate(offset)
                         .map_err(|e| Error::io("cut torn tail of", &last.path, e))?;
                 }
@@ -356,6 +363,7 @@ impl Log {
                         .map_err(|e| Error::io("rewrite torn header of", &active.path, e))?;
                     torn_bytes_cut = last.file_len;
                     torn_detail = Some("incomplete segment header".to_owned());
+                    torn_segment = Some(active.path.clone());
                     write_segment_header(&mut active, &point, key_id, &dir, &*storage)?;
                 }
                 active
@@ -386,6 +394,8 @@ impl Log {
             last_seq: written.map(|d| Seq(d.seq)),
             torn_bytes_cut,
             torn_detail,
+            first_lost_seq: torn_segment.as_ref().map(|_| Seq(point.next_seq)),
+            torn_segment,
             created,
         };
         let log = Log {

@@ -1,12 +1,12 @@
 //! Typed records: the recorder's records decoded, interned names resolved.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use blackbox::codec::{
     self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedEventRecord,
-    ArchivedIncidentRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
+    ArchivedIncidentRecord, ArchivedRecoveryRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
 };
-use blackbox::{Counters, LogRecord};
+use blackbox::{Counters, DictionaryFold, LogRecord};
 
 use crate::error::{Error, Result};
 
@@ -27,11 +27,13 @@ pub enum RecordType {
     Incident,
     /// Interned names (7): how the other records' ids read.
     Dictionary,
+    /// A torn tail the log cut when the recorder opened it (8).
+    Recovery,
 }
 
 impl RecordType {
     /// Every type, in tag order.
-    pub const ALL: [RecordType; 7] = [
+    pub const ALL: [RecordType; 8] = [
         RecordType::Event,
         RecordType::Summary,
         RecordType::Accounting,
@@ -39,6 +41,7 @@ impl RecordType {
         RecordType::Kb,
         RecordType::Incident,
         RecordType::Dictionary,
+        RecordType::Recovery,
     ];
 
     /// The name in JSON output and on the command line (`event`, `summary`, ...).
@@ -51,6 +54,7 @@ impl RecordType {
             RecordType::Kb => "kb",
             RecordType::Incident => "incident",
             RecordType::Dictionary => "dictionary",
+            RecordType::Recovery => "recovery",
         }
     }
 
@@ -64,6 +68,7 @@ impl RecordType {
             RecordType::Kb => codec::KB,
             RecordType::Incident => codec::INCIDENT,
             RecordType::Dictionary => codec::DICTIONARY,
+            RecordType::Recovery => codec::RECOVERY,
         }
     }
 
@@ -119,6 +124,7 @@ impl Record {
             Body::Kb(_) => Some(RecordType::Kb),
             Body::Incident(_) => Some(RecordType::Incident),
             Body::Dictionary(_) => Some(RecordType::Dictionary),
+            Body::Recovery(_) => Some(RecordType::Recovery),
             Body::Unknown { .. } => None,
         }
     }
@@ -162,6 +168,8 @@ pub enum Body {
     Incident(Incident),
     /// Interned names.
     Dictionary(Dictionary),
+    /// A torn tail cut when the log was opened.
+    Recovery(Recovery),
     /// A type tag the recorder does not write (a newer writer's, or another layer's):
     /// kept, not interpreted.
     Unknown {
@@ -215,12 +223,21 @@ pub struct ValueSummary {
     pub min: f64,
     /// Largest value.
     pub max: f64,
-    /// `sum / count`.
+    /// The mean, finite whenever the values are (even when `sum` overflowed).
     pub mean: f64,
-    /// Sum of the values.
+    /// Sum of the values; ±infinity when the sum of finite values is beyond the `f64`
+    /// range ([`ValueSummary::sum_overflowed`]).
     pub sum: f64,
     /// The last value of the window.
     pub last: f64,
+}
+
+impl ValueSummary {
+    /// Whether `sum` is infinite only because the sum of finite values left the `f64`
+    /// range (then `mean` is still the mean).
+    pub fn sum_overflowed(&self) -> bool {
+        self.sum.is_infinite() && self.min.is_finite() && self.max.is_finite()
+    }
 }
 
 /// A summary record: one window `[window_start_ns, window_end_ns)` of one kind. A late
@@ -239,7 +256,10 @@ pub struct Summary {
     pub values: BTreeMap<String, ValueSummary>,
 }
 
-/// An accounting record: per-kind running totals since the log was created.
+/// An accounting record: per-kind running totals since the log was created, of the
+/// kinds whose totals changed since the log's previous accounting record (a kind it
+/// does not list keeps its totals). Fold them: [`stats`](crate::stats) and
+/// [`state_at`](crate::state_at) do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accounting {
     /// Counters by kind.
@@ -277,6 +297,20 @@ pub struct Incident {
     pub preroll_events: u64,
 }
 
+/// A torn tail the log cut when the recorder opened it after a crash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovery {
+    /// The seq the first record of the cut bytes would have had: records from it on,
+    /// if the torn write held any, are lost.
+    pub first_lost_seq: u64,
+    /// Bytes cut.
+    pub torn_bytes: u64,
+    /// The segment file's name.
+    pub segment: String,
+    /// Where the cut began and why.
+    pub detail: String,
+}
+
 /// A dictionary record: interned ids and their names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dictionary {
@@ -307,7 +341,7 @@ pub fn record_hash(seq: u64, ts_ns: u64, record_type: u16, payload: &[u8]) -> [u
 /// [`Replay`]: crate::Replay
 #[derive(Debug, Default, Clone)]
 pub struct Decoder {
-    names: HashMap<u32, String>,
+    names: DictionaryFold,
 }
 
 impl Decoder {
@@ -358,7 +392,7 @@ impl Decoder {
 
     /// The name of an interned id, if a dictionary record seen so far names it.
     pub fn name(&self, id: u32) -> Option<&str> {
-        self.names.get(&id).map(String::as_str)
+        self.names.name(id)
     }
 
     fn decode_body(&mut self, t: RecordType, seq: u64, payload: &[u8]) -> Result<Body> {
@@ -412,13 +446,12 @@ impl Decoder {
                 for v in s.values.iter() {
                     let name = self.lookup(v.name.to_native(), "value name", seq, t)?;
                     let count = v.count.to_native();
-                    let sum = v.sum.to_native();
                     let summary = ValueSummary {
                         count,
                         min: v.min.to_native(),
                         max: v.max.to_native(),
-                        mean: if count == 0 { 0.0 } else { sum / count as f64 },
-                        sum,
+                        mean: v.mean.to_native(),
+                        sum: v.sum.to_native(),
                         last: v.last.to_native(),
                     };
                     if values.insert(name.clone(), summary).is_some() {
@@ -448,6 +481,7 @@ impl Decoder {
                         dropped: c.dropped.to_native(),
                         overflow: c.overflow.to_native(),
                         preroll: c.preroll.to_native(),
+                        lost: c.lost.to_native(),
                     };
                     if kinds.insert(name.clone(), counters).is_some() {
                         return Err(fail(format!("kind {name:?} appears twice")));
@@ -483,6 +517,16 @@ impl Decoder {
                     preroll_events: i.preroll_events.to_native(),
                 })
             }
+            RecordType::Recovery => {
+                let r = codec::access::<ArchivedRecoveryRecord>(payload)
+                    .map_err(|e| fail(format!("not a valid recovery record: {e}")))?;
+                Body::Recovery(Recovery {
+                    first_lost_seq: r.first_lost_seq.to_native(),
+                    torn_bytes: r.torn_bytes.to_native(),
+                    segment: r.segment.as_str().to_owned(),
+                    detail: r.detail.as_str().to_owned(),
+                })
+            }
             RecordType::Dictionary => {
                 let d = codec::access::<ArchivedDictionaryRecord>(payload)
                     .map_err(|e| fail(format!("not a valid dictionary record: {e}")))?;
@@ -491,18 +535,10 @@ impl Decoder {
                     .iter()
                     .map(|e| (e.0.to_native(), e.1.as_str().to_owned()))
                     .collect();
+                // The recorder's own rules for a dictionary (ids from 1 within the limit,
+                // no id or name given twice), as it applies them when it reopens a log.
                 for (id, name) in &entries {
-                    match self.names.get(id) {
-                        Some(old) if old != name => {
-                            return Err(fail(format!(
-                                "it renames id {id} from {old:?} to {name:?}"
-                            )));
-                        }
-                        Some(_) => {}
-                        None => {
-                            self.names.insert(*id, name.clone());
-                        }
-                    }
+                    self.names.add(*id, name).map_err(&fail)?;
                 }
                 Body::Dictionary(Dictionary { entries })
             }
@@ -511,10 +547,13 @@ impl Decoder {
     }
 
     fn lookup(&self, id: u32, what: &str, seq: u64, t: RecordType) -> Result<String> {
-        self.names.get(&id).cloned().ok_or_else(|| Error::Decode {
-            seq,
-            record_type: t.tag().0,
-            reason: format!("its {what} id {id} is named by no dictionary record before it"),
-        })
+        self.names
+            .name(id)
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Decode {
+                seq,
+                record_type: t.tag().0,
+                reason: format!("its {what} id {id} is named by no dictionary record before it"),
+            })
     }
 }

@@ -30,15 +30,21 @@ pub fn hex(bytes: &[u8]) -> String {
 ///   JSON payload is the JSON value itself; a raw payload is a string of lowercase hex
 ///   digits; no payload is null. A non-finite value is null.
 /// - summary: `kind`, `window_start`, `window_end` (RFC 3339), `window_start_ns`,
-///   `window_end_ns`, `count`, `values: {name: {min, max, mean, sum, last, count}}`.
+///   `window_end_ns`, `count`, `values: {name: {min, max, mean, sum, last, count}}`;
+///   a sum of finite values beyond the `f64` range is null with `"sum_overflow": true`
+///   (its mean is still given).
 /// - accounting: `kinds: {kind: {seen, kept, sampled_out, summarized, dropped,
-///   overflow, preroll}}`.
+///   overflow, preroll, lost}}`, the kinds whose running totals changed since the
+///   previous accounting record.
 /// - checkpoint: `working: {key: value}`.
 /// - kb: `commit` (the commit object).
 /// - incident: `kind` and `trigger_kind` (the trigger's kind), `trigger_seq`,
 ///   `trigger_ts`, `trigger_ts_ns`, `preroll_start`, `preroll_start_ns`,
 ///   `postroll_end`, `postroll_end_ns`, `preroll_events`.
 /// - dictionary: `entries: {id: name}`.
+/// - recovery (a torn tail cut when the log was opened after a crash):
+///   `first_lost_seq` (records from it on, if the torn write held any, are lost),
+///   `torn_bytes`, `segment` (the file's name) and `detail`.
 /// - a type the recorder does not write: `type` is `"unknown"`, with `record_type`
 ///   (the tag) and `payload` in hex.
 pub fn to_json(record: &Record) -> Value {
@@ -64,17 +70,19 @@ pub fn to_json(record: &Record) -> Value {
                 .values
                 .iter()
                 .map(|(name, v)| {
-                    (
-                        name.clone(),
-                        json!({
-                            "min": v.min,
-                            "max": v.max,
-                            "mean": v.mean,
-                            "sum": v.sum,
-                            "last": v.last,
-                            "count": v.count,
-                        }),
-                    )
+                    let mut value = json!({
+                        "min": v.min,
+                        "max": v.max,
+                        "mean": v.mean,
+                        "sum": v.sum,
+                        "last": v.last,
+                        "count": v.count,
+                    });
+                    if v.sum_overflowed() {
+                        // JSON has no infinity: `sum` is null, and this says why.
+                        value["sum_overflow"] = true.into();
+                    }
+                    (name.clone(), value)
                 })
                 .collect();
             o.insert("values".into(), Value::Object(values));
@@ -116,6 +124,12 @@ pub fn to_json(record: &Record) -> Value {
                 .collect();
             o.insert("entries".into(), Value::Object(entries));
         }
+        Body::Recovery(r) => {
+            o.insert("first_lost_seq".into(), r.first_lost_seq.into());
+            o.insert("torn_bytes".into(), r.torn_bytes.into());
+            o.insert("segment".into(), r.segment.clone().into());
+            o.insert("detail".into(), r.detail.clone().into());
+        }
         Body::Unknown {
             record_type,
             payload,
@@ -129,7 +143,7 @@ pub fn to_json(record: &Record) -> Value {
 }
 
 /// A set of counters as `{seen, kept, sampled_out, summarized, dropped, overflow,
-/// preroll}`.
+/// preroll, lost}`.
 pub(crate) fn counters_json(c: &blackbox::Counters) -> Value {
     json!({
         "seen": c.seen,
@@ -139,6 +153,7 @@ pub(crate) fn counters_json(c: &blackbox::Counters) -> Value {
         "dropped": c.dropped,
         "overflow": c.overflow,
         "preroll": c.preroll,
+        "lost": c.lost,
     })
 }
 

@@ -28,7 +28,8 @@ pub struct State {
     pub kb: BTreeMap<String, Fact>,
     /// The knowledge-base version as of `at_ns` (0: before any commit).
     pub kb_version: Version,
-    /// Per-kind running totals of the last accounting record at or before `at_ns`.
+    /// Per-kind running totals up to `at_ns`: the accounting records at or before it,
+    /// folded.
     pub kinds: BTreeMap<String, Counters>,
     /// The seq of that accounting record.
     pub accounting_seq: Option<u64>,
@@ -100,7 +101,8 @@ pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> 
                 state.checkpoint_seq = Some(record.seq);
             }
             Body::Accounting(a) => {
-                state.kinds = a.kinds;
+                // A record lists the kinds that changed since the one before.
+                state.kinds.extend(a.kinds);
                 state.accounting_seq = Some(record.seq);
             }
             _ => {}

@@ -32,9 +32,10 @@ pub struct LogStats {
     pub last_seq: Option<u64>,
     /// Seq of the last accounting record, whose totals `kinds` holds.
     pub accounting_seq: Option<u64>,
-    /// Per-kind running totals since the log was created, from the last accounting
-    /// record (the recorder writes one every few seconds and on close; after a crash,
-    /// events of at most one interval are not counted yet).
+    /// Per-kind running totals since the log was created, folded from the accounting
+    /// records (each lists the kinds that changed since the one before; the recorder
+    /// writes one every few seconds and on close; after a crash, events of at most one
+    /// interval are not counted yet).
     pub kinds: BTreeMap<String, Counters>,
 }
 
@@ -64,8 +65,8 @@ impl LogStats {
 }
 
 /// Reads the log's totals without a full scan: the segment files' sizes, the first
-/// record, and the last segments back to the last accounting record (usually only the
-/// last segment).
+/// record, and the accounting records from the start of the last segment that opens
+/// with an accounting snapshot (usually only the last segment).
 ///
 /// # Errors
 ///
@@ -99,36 +100,37 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
         accounting_seq: None,
         kinds: BTreeMap::new(),
     };
-    // Walk back from the last segment until both the last record and the last
-    // accounting record are found.
-    for i in (0..segments.len()).rev() {
-        let from = segments[i].first_seq;
-        let mut query = Query::new()
-            .from_seq(from)
-            .types([RecordType::Accounting])
-            .key(key.clone());
-        if let Some(next) = segments.get(i + 1) {
-            query = query.to_seq(next.first_seq.saturating_sub(1));
-        }
-        let mut replay = Replay::open(dir, &query)?;
-        let mut last_accounting = None;
-        for r in replay.by_ref() {
-            last_accounting = Some(r?);
-        }
-        if out.last_seq.is_none()
-            && let Some((seq, ts)) = replay.last_read()
+    // The totals are the fold of the accounting records from the start of the last
+    // segment whose preamble holds an accounting snapshot (the dictionary, then the
+    // totals of every kind), or from the first segment.
+    let mut start = 0;
+    for s in segments.iter().rev() {
+        let mut preamble = reader.records(Seq(s.first_seq)..=Seq(s.first_seq.saturating_add(1)))?;
+        let first = preamble.next().transpose()?;
+        let second = preamble.next().transpose()?;
+        if first.is_some_and(|r| r.record_type() == RecordType::Dictionary.tag())
+            && second.is_some_and(|r| r.record_type() == RecordType::Accounting.tag())
         {
-            out.last_seq = Some(seq);
-            out.last_ts_ns = Some(ts);
-            out.records = seq + 1;
-        }
-        if let Some(r) = last_accounting {
-            out.accounting_seq = Some(r.seq);
-            if let Body::Accounting(a) = r.body {
-                out.kinds = a.kinds;
-            }
+            start = s.first_seq;
             break;
         }
+    }
+    let query = Query::new()
+        .from_seq(start)
+        .types([RecordType::Accounting])
+        .key(key.clone());
+    let mut replay = Replay::open(dir, &query)?;
+    for r in replay.by_ref() {
+        let r = r?;
+        if let Body::Accounting(a) = r.body {
+            out.accounting_seq = Some(r.seq);
+            out.kinds.extend(a.kinds);
+        }
+    }
+    if let Some((seq, ts)) = replay.last_read() {
+        out.last_seq = Some(seq);
+        out.last_ts_ns = Some(ts);
+        out.records = seq + 1;
     }
     Ok(out)
 }

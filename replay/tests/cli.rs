@@ -65,7 +65,7 @@ fn record_prints_acks_and_a_summary_and_replay_shows_every_event_field() {
         assert_eq!(
             summary["kinds"][kind],
             json!({"seen": 1, "kept": 1, "sampled_out": 0, "summarized": 0, "dropped": 0,
-                   "overflow": 0, "preroll": 0}),
+                   "overflow": 0, "preroll": 0, "lost": 0}),
             "{kind}"
         );
     }
@@ -180,12 +180,12 @@ tier = "drop"
     assert_eq!(
         summary["kinds"]["sensor.imu"],
         json!({"seen": 4, "kept": 0, "sampled_out": 0, "summarized": 4, "dropped": 0,
-               "overflow": 0, "preroll": 0})
+               "overflow": 0, "preroll": 0, "lost": 0})
     );
     assert_eq!(
         summary["kinds"]["trajectory.point"],
         json!({"seen": 7, "kept": 3, "sampled_out": 4, "summarized": 0, "dropped": 0,
-               "overflow": 0, "preroll": 0})
+               "overflow": 0, "preroll": 0, "lost": 0})
     );
     assert_eq!(summary["kinds"]["debug.tick"]["dropped"], 2);
 
@@ -412,7 +412,7 @@ fn stats_reports_totals_since_the_log_was_created() {
     assert_eq!(
         stats["kinds"]["a.b"],
         json!({"seen": 3, "kept": 3, "sampled_out": 0, "summarized": 0, "dropped": 0,
-               "overflow": 0, "preroll": 0})
+               "overflow": 0, "preroll": 0, "lost": 0})
     );
     assert_eq!(stats["kinds"]["c.d"]["kept"], 1);
 
@@ -988,7 +988,7 @@ postroll = "2s"
     assert_eq!(
         stats["kinds"]["sensor.imu"],
         json!({"seen": 20, "kept": 5, "sampled_out": 0, "summarized": 15, "dropped": 0,
-               "overflow": 0, "preroll": 5})
+               "overflow": 0, "preroll": 5, "lost": 0})
     );
 }
 
@@ -1042,4 +1042,67 @@ fn every_acknowledged_record_replays_after_sigkill() {
         // The chain is intact: a torn tail at most, which the next writer cuts.
         ok(&blackbox(&["verify", "--dir", s(&dir)]));
     }
+}
+
+/// Guards the README's promise that what a crash tore is reported: `record` on a log
+/// whose last write was torn used to cut it without a word. It now says what it cut
+/// (bytes, file, the first seq lost) on stderr and in its summary, and the log keeps a
+/// recovery record that `replay` shows a later reviewer.
+#[test]
+fn record_on_a_torn_log_says_what_it_cut_and_the_log_keeps_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("flight");
+    ok(&record(&dir, "{\"kind\": \"cmd.move\"}\n", &[]));
+    let records = replay_json(&dir, &[]);
+    let last_seq = records.last().unwrap()["seq"].as_u64().unwrap();
+    // A crash mid-write: 100 bytes of a block that never completed.
+    let segment = blackbox::log::list_segments(&dir)
+        .unwrap()
+        .pop()
+        .unwrap()
+        .path;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &[0xab; 100]).unwrap();
+    drop(file);
+
+    let out = record(&dir, "{\"kind\": \"cmd.move\"}\n", &[]);
+    let stdout = ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let name = segment.file_name().unwrap().to_str().unwrap();
+    assert!(
+        stderr.contains("100 bytes") && stderr.contains(name),
+        "stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("seq {}", last_seq + 1)),
+        "stderr: {stderr}"
+    );
+    let summary = json_lines(&stdout).pop().unwrap();
+    let recovered = &summary["recovered"];
+    assert_eq!(recovered["torn_bytes"], 100, "{summary}");
+    assert_eq!(recovered["first_lost_seq"], last_seq + 1, "{summary}");
+    assert!(
+        recovered["segment"].as_str().unwrap().ends_with(name),
+        "{summary}"
+    );
+
+    // The log keeps it, as the first record of the session that cut it.
+    let recovery = replay_json(&dir, &["--type", "recovery"]);
+    assert_eq!(recovery.len(), 1, "{recovery:?}");
+    let r = &recovery[0];
+    assert_eq!(r["seq"], last_seq + 1);
+    assert_eq!(
+        (r["torn_bytes"].as_u64(), r["first_lost_seq"].as_u64()),
+        (Some(100), Some(last_seq + 1))
+    );
+    assert_eq!(r["segment"], name);
+    assert!(r["detail"].as_str().unwrap().contains("at byte"), "{r}");
+    // A clean reopen writes none.
+    let again = record(&dir, "", &[]);
+    let summary = json_lines(&ok(&again)).pop().unwrap();
+    assert!(summary["recovered"].is_null(), "{summary}");
+    assert_eq!(replay_json(&dir, &["--type", "recovery"]).len(), 1);
 }

@@ -47,7 +47,7 @@ fn recorded_log(dir: &std::path::Path) {
             )
             .unwrap();
         if i % 100 == 99 {
-            recorder.working().set("i", json!(i));
+            recorder.working().set("i", json!(i)).unwrap();
             recorder.checkpoint().unwrap();
         }
         if i % 10 == 0 {
@@ -296,6 +296,38 @@ fn records_that_do_not_decode_are_errors_naming_the_seq() {
                 ),
             ],
             1,
+        ),
+        // The recorder's own rules (`blackbox::DictionaryFold`), as it applies them when
+        // it reopens a log: this decoder used to accept these.
+        (
+            "id 0",
+            vec![(
+                codec::DICTIONARY.0,
+                archive(&DictionaryRecord {
+                    entries: vec![(0, "a.b".to_owned())],
+                }),
+            )],
+            0,
+        ),
+        (
+            "id past the limit",
+            vec![(
+                codec::DICTIONARY.0,
+                archive(&DictionaryRecord {
+                    entries: vec![(4_000_000_000, "a.b".to_owned())],
+                }),
+            )],
+            0,
+        ),
+        (
+            "name given two ids",
+            vec![(
+                codec::DICTIONARY.0,
+                archive(&DictionaryRecord {
+                    entries: vec![(1, "a.b".to_owned()), (2, "a.b".to_owned())],
+                }),
+            )],
+            0,
         ),
     ] {
         let tmp = tempfile::tempdir().unwrap();

@@ -88,6 +88,15 @@ pub enum Rec {
         ts_ns: u64,
         entries: Vec<(u32, String)>,
     },
+    /// A torn tail cut when the log was opened.
+    Recovery {
+        seq: u64,
+        ts_ns: u64,
+        first_lost_seq: u64,
+        torn_bytes: u64,
+        segment: String,
+        detail: String,
+    },
     /// A knowledge-base commit (JSON).
     Kb {
         seq: u64,
@@ -105,6 +114,7 @@ impl Rec {
             | Rec::Checkpoint { seq, .. }
             | Rec::Incident { seq, .. }
             | Rec::Dictionary { seq, .. }
+            | Rec::Recovery { seq, .. }
             | Rec::Kb { seq, .. } => *seq,
         }
     }
@@ -117,6 +127,7 @@ impl Rec {
             | Rec::Checkpoint { ts_ns, .. }
             | Rec::Incident { ts_ns, .. }
             | Rec::Dictionary { ts_ns, .. }
+            | Rec::Recovery { ts_ns, .. }
             | Rec::Kb { ts_ns, .. } => *ts_ns,
         }
     }
@@ -209,7 +220,7 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                     min: stats.min,
                     max: stats.max,
                     sum: stats.sum,
-                    mean: stats.mean(),
+                    mean: stats.mean,
                     last: stats.last,
                 };
                 assert!(
@@ -273,6 +284,17 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                 ts_ns,
                 entries,
             }
+        } else if t == codec::RECOVERY {
+            let r =
+                codec::access::<codec::ArchivedRecoveryRecord>(payload).expect("a recovery record");
+            Rec::Recovery {
+                seq,
+                ts_ns,
+                first_lost_seq: r.first_lost_seq.to_native(),
+                torn_bytes: r.torn_bytes.to_native(),
+                segment: r.segment.as_str().to_owned(),
+                detail: r.detail.as_str().to_owned(),
+            }
         } else if t == codec::KB {
             Rec::Kb {
                 seq,
@@ -304,12 +326,19 @@ pub fn accountings(recs: &[Rec]) -> Vec<&BTreeMap<String, Counters>> {
         .collect()
 }
 
-/// The counters of the last accounting record.
+/// The running totals the accounting records fold to: each lists the kinds that
+/// changed since the one before, so a kind's totals are those of the last record that
+/// lists it.
 pub fn last_accounting(recs: &[Rec]) -> BTreeMap<String, Counters> {
-    accountings(recs)
-        .last()
-        .map(|k| (*k).clone())
-        .expect("the log holds an accounting record")
+    let records = accountings(recs);
+    assert!(!records.is_empty(), "the log holds an accounting record");
+    let mut totals = BTreeMap::new();
+    for a in records {
+        for (kind, c) in a {
+            totals.insert(kind.clone(), *c);
+        }
+    }
+    totals
 }
 
 /// Event records of `kind` written with `tier`.
@@ -341,6 +370,27 @@ pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
         );
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// The calling thread's id in `/proc` (`/proc/self/task/ID`).
+pub fn current_thread_id() -> String {
+    let link = fs::read_link("/proc/thread-self").expect("read /proc/thread-self");
+    link.file_name()
+        .expect("/proc/thread-self names a task")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether the thread `tid` of this process is asleep (state `S`: waiting on a lock,
+/// a condition or a futex), as `/proc` reports it.
+pub fn thread_sleeping(tid: &str) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "S")
 }
 
 /// A gate threads wait at while it is closed, counting who waits.

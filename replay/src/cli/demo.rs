@@ -225,7 +225,7 @@ impl Sim<'_> {
                 wm.set(
                     "goal",
                     json!({"task": "pick", "object": "cup", "cycle": cycle}),
-                );
+                )?;
                 r.record(
                     &Event::new("action.plan")
                         .source("planner")
@@ -241,7 +241,7 @@ impl Sim<'_> {
                 wm.set(
                     "grip",
                     json!({"state": "closed", "force_n": self.grip_force}),
-                );
+                )?;
                 r.record(&Event::new("action.grasp").source("gripper").json(&format!(
                     r#"{{"force_n":{},"width_m":0.071}}"#,
                     self.grip_force
@@ -269,7 +269,7 @@ impl Sim<'_> {
                 self.weigh(cycle)?;
             }
             4_500 => {
-                wm.set("grip", json!({"state": "open"}));
+                wm.set("grip", json!({"state": "open"}))?;
                 r.record(
                     &Event::new("action.place")
                         .source("arm")
@@ -308,7 +308,7 @@ impl Sim<'_> {
         r.working().set(
             "grip",
             json!({"state": "slipping", "force_n": self.grip_force}),
-        );
+        )?;
         r.record(
             &Event::new("failure.gripper_slip")
                 .source("gripper")
@@ -352,7 +352,7 @@ impl Sim<'_> {
         let r = self.recorder;
         self.grip_force = 15.0;
         r.working()
-            .set("goal", json!({"task": "recover", "object": "cup"}));
+            .set("goal", json!({"task": "recover", "object": "cup"}))?;
         r.record(
             &Event::new("action.replan")
                 .source("planner")

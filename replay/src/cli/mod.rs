@@ -444,6 +444,8 @@ pub enum TypeArg {
     Incident,
     /// Interned names (hidden unless asked for).
     Dictionary,
+    /// Torn tails cut when the log was opened after a crash.
+    Recovery,
 }
 
 impl From<TypeArg> for blackbox_replay::RecordType {
@@ -457,6 +459,7 @@ impl From<TypeArg> for blackbox_replay::RecordType {
             TypeArg::Kb => R::Kb,
             TypeArg::Incident => R::Incident,
             TypeArg::Dictionary => R::Dictionary,
+            TypeArg::Recovery => R::Recovery,
         }
     }
 }

@@ -39,7 +39,8 @@ impl From<DurabilityArg> for Durability {
 }
 
 /// Record JSON lines from stdin: events, and working-memory operations (set, del,
-/// checkpoint, sync). Prints `{"synced": SEQ}` for each sync and a summary at the end.
+/// checkpoint, sync). Prints `{"synced": SEQ}` for each sync and a summary at the end;
+/// a torn tail that opening the log cut is said on stderr and in the summary.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -113,6 +114,20 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     config = config.log_options(log);
     let recorder = Arc::new(Recorder::open(&args.dir.dir, config)?);
+    let recovered = recovered_json(recorder.recovery());
+    if let Some(r) = &recovered {
+        // What a crash tore is said, not only cut: here, in the summary, and in the log
+        // (the recorder's recovery record).
+        let _ = writeln!(
+            io::stderr().lock(),
+            "blackbox: {}: cut {} bytes of a torn write at the end of {} (records from seq {} on, if it held any, are lost; {}): the last writer stopped mid-write",
+            args.dir.dir.display(),
+            r["torn_bytes"],
+            r["segment"].as_str().unwrap_or("?"),
+            r["first_lost_seq"],
+            r["detail"].as_str().unwrap_or("")
+        );
+    }
     // A supervisor's SIGTERM or a Ctrl-C closes the log as the end of input would (open
     // summary windows, a last accounting record, a checkpoint, fsync), then exits 130.
     let on_signal = Arc::clone(&recorder);
@@ -135,7 +150,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         };
         std::process::exit(130);
     });
-    let result = record_all(&recorder, &args);
+    let result = record_all(&recorder, &args, recovered);
     if SIGNALED.load(Ordering::SeqCst) {
         // The signal handler is closing the log and ends the process when it is done:
         // returning now would cut its close short.
@@ -149,7 +164,23 @@ pub fn run(args: Args) -> Result<(), CliError> {
 /// Set by the signal handler before it closes the log.
 static SIGNALED: AtomicBool = AtomicBool::new(false);
 
-fn record_all(recorder: &Recorder, args: &Args) -> Result<(), CliError> {
+/// What opening the log cut, as the summary's `recovered` object.
+fn recovered_json(recovery: &blackbox::Recovery) -> Option<Value> {
+    if recovery.torn_bytes_cut == 0 {
+        return None;
+    }
+    Some(json!({
+        "torn_bytes": recovery.torn_bytes_cut,
+        "segment": recovery
+            .torn_segment
+            .as_ref()
+            .map(|p| p.display().to_string()),
+        "first_lost_seq": recovery.first_lost_seq.map(|s| s.0),
+        "detail": recovery.torn_detail,
+    }))
+}
+
+fn record_all(recorder: &Recorder, args: &Args, recovered: Option<Value>) -> Result<(), CliError> {
     let baseline = recorder.stats()?;
     let mut tally = Tally::default();
     let outcome = feed(recorder, args, &mut tally);
@@ -168,6 +199,7 @@ fn record_all(recorder: &Recorder, args: &Args) -> Result<(), CliError> {
         "ops": tally.ops,
         "skipped": tally.skipped,
         "kinds": run_counters(&baseline, &totals),
+        "recovered": recovered,
     });
     writeln!(out, "{summary}")
         .and_then(|()| out.flush())
@@ -190,6 +222,7 @@ fn run_counters(
             dropped: end.dropped.saturating_sub(start.dropped),
             overflow: end.overflow.saturating_sub(start.overflow),
             preroll: end.preroll.saturating_sub(start.preroll),
+            lost: end.lost.saturating_sub(start.lost),
         };
         if c != Counters::default() {
             kinds.insert(
@@ -202,6 +235,7 @@ fn run_counters(
                     "dropped": c.dropped,
                     "overflow": c.overflow,
                     "preroll": c.preroll,
+                    "lost": c.lost,
                 }),
             );
         }
@@ -293,11 +327,14 @@ fn apply(
                 Err(e) => Err(e.into()),
             }
         }
-        Line::Set { key, value } => {
-            recorder.working().set(key, value);
-            tally.ops += 1;
-            Ok(Ok(()))
-        }
+        Line::Set { key, value } => match recorder.working().set(key, value) {
+            Ok(_) => {
+                tally.ops += 1;
+                Ok(Ok(()))
+            }
+            Err(e @ blackbox::Error::WorkingMemoryTooLarge { .. }) => Ok(Err(e.to_string())),
+            Err(e) => Err(e.into()),
+        },
         Line::Del { key } => {
             recorder.working().remove(&key);
             tally.ops += 1;

@@ -178,10 +178,24 @@ pub fn human(r: &Record) -> String {
             for (kind, c) in &a.kinds {
                 let _ = write!(
                     s,
-                    "  {kind}: seen={} kept={} sampled_out={} summarized={} dropped={} overflow={} preroll={}",
-                    c.seen, c.kept, c.sampled_out, c.summarized, c.dropped, c.overflow, c.preroll
+                    "  {kind}: seen={} kept={} sampled_out={} summarized={} dropped={} overflow={} preroll={} lost={}",
+                    c.seen,
+                    c.kept,
+                    c.sampled_out,
+                    c.summarized,
+                    c.dropped,
+                    c.overflow,
+                    c.preroll,
+                    c.lost
                 );
             }
+        }
+        Body::Recovery(r) => {
+            let _ = write!(
+                s,
+                "opening the log cut {} bytes of a torn write from {} (records from seq {} on, if it held any): {}",
+                r.torn_bytes, r.segment, r.first_lost_seq, r.detail
+            );
         }
         Body::Checkpoint(c) => {
             let _ = write!(
