@@ -28,7 +28,7 @@
 //! record), and rows after the last accounting record, keep nominal weights; the
 //! manifest says so.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use blackbox::codec::{self, ArchivedEventRecord, WrittenTier};
@@ -123,10 +123,24 @@ impl Weights {
         let mut interval: BTreeMap<String, Interval> = BTreeMap::new();
         let mut interval_start = 0u64;
         let mut latest_sample: HashMap<String, (u64, f64)> = HashMap::new();
+        let segment_starts: HashSet<u64> = blackbox_log::list_segments(dir)?
+            .iter()
+            .map(|s| s.first_seq)
+            .collect();
+        // Whether the record before was the dictionary that opens a segment: then an
+        // accounting record is the segment preamble's snapshot of every kind's totals,
+        // not a new interval's end.
+        let mut after_preamble_dictionary = false;
         for raw in reader.records(Seq(0)..=Seq(to_seq))? {
             let raw = raw?;
             let seq = raw.seq().0;
-            match RecordType::from_tag(raw.record_type()) {
+            let tag = raw.record_type();
+            let snapshot = after_preamble_dictionary && tag == codec::ACCOUNTING;
+            after_preamble_dictionary = tag == codec::DICTIONARY && segment_starts.contains(&seq);
+            if snapshot {
+                continue;
+            }
+            match RecordType::from_tag(tag) {
                 Some(RecordType::Event) => {
                     let fail = |reason: String| Error::Decode {
                         seq,
@@ -174,7 +188,9 @@ impl Weights {
                     interval_start = seq + 1;
                     w.range.see(range, seq, raw.ts_ns(), &w.totals);
                 }
-                _ => decoder.learn(&raw)?,
+                _ => {
+                    decoder.learn(&raw)?;
+                }
             }
         }
         for (kind, c) in &w.totals {
@@ -348,6 +364,7 @@ fn difference(
                 dropped: e.dropped.saturating_sub(s.dropped),
                 overflow: e.overflow.saturating_sub(s.overflow),
                 preroll: e.preroll.saturating_sub(s.preroll),
+                lost: e.lost.saturating_sub(s.lost),
             };
             (kind.clone(), c)
         })

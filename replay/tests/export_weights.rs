@@ -14,6 +14,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
+use blackbox::log::LogOptions;
 use blackbox::{Config, Event, IncidentPolicy, ManualClock, Policy, Recorder, Sampling, Tier};
 use blackbox_replay::{ExportOptions, Query};
 use common::{blackbox, json_lines, ok, s};
@@ -155,6 +156,8 @@ struct Case {
     events: Vec<(Option<usize>, u64)>,
     breaks: Vec<usize>,
     accounting_ms: u64,
+    /// Small segments: many segment preambles (dictionary and accounting snapshot).
+    small_segments: bool,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -164,21 +167,25 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec((0usize..100, 0u64..30), 20..500),
         prop::collection::vec(0usize..500, 0..3),
         50u64..3_000,
+        any::<bool>(),
     )
-        .prop_map(|(specs, incident, raw, breaks, accounting_ms)| {
-            let n = specs.len();
-            let events = raw
-                .into_iter()
-                .map(|(k, gap)| (if k == 0 { None } else { Some(k % n) }, gap))
-                .collect();
-            Case {
-                specs,
-                incident,
-                events,
-                breaks,
-                accounting_ms,
-            }
-        })
+        .prop_map(
+            |(specs, incident, raw, breaks, accounting_ms, small_segments)| {
+                let n = specs.len();
+                let events = raw
+                    .into_iter()
+                    .map(|(k, gap)| (if k == 0 { None } else { Some(k % n) }, gap))
+                    .collect();
+                Case {
+                    specs,
+                    incident,
+                    events,
+                    breaks,
+                    accounting_ms,
+                    small_segments,
+                }
+            },
+        )
 }
 
 fn kind(i: usize) -> String {
@@ -203,7 +210,12 @@ fn open(dir: &Path, c: &Case, clock: &ManualClock) -> Recorder {
             .policy(policy.build().unwrap())
             .clock(Arc::new(clock.clone()))
             .accounting_interval_ns(c.accounting_ms * MS)
-            .checkpoint_interval_ns(None),
+            .checkpoint_interval_ns(None)
+            .log_options(LogOptions::new().segment_bytes_max(if c.small_segments {
+                4096
+            } else {
+                64 << 20
+            })),
     )
     .unwrap()
 }
