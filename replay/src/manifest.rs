@@ -187,7 +187,7 @@ impl ExportManifest {
             "first_hash": self.first_hash.map(|h| hex(&h)),
             "last_hash": self.last_hash.map(|h| hex(&h)),
             "weights": {
-                "rule": "per kind, over the whole log, the weights add up to the accounting's kept + sampled_out (seen less overflow); ARCHITECTURE.md \"Export weights\"",
+                "rule": "per kind, over the whole log, the weights add up to the accounting's kept + sampled_out (seen less overflow and lost); ARCHITECTURE.md \"Export weights\"",
                 "last_accounting_seq": self.last_accounting_seq,
                 "unreconciled": unreconciled,
                 "unrepresented": self.unrepresented,

@@ -20,7 +20,7 @@
 //!   session (`every = N` keeps events 0, N, 2N, …) included.
 //!
 //! Per kind, the weights then add up to `kept + sampled_out` of the last accounting
-//! record: `seen` less the events lost before the writer saw them (`overflow`).
+//! record: `seen` less the events that never reached the log (`overflow`, `lost`).
 //! Sampled-out events before a kind's first sample row (a `rate = p` sampler keeps its
 //! first event only at about the 1/p-th) go to that row; if the kind has no sample row
 //! after them, no row can stand for them and the manifest lists them. An
