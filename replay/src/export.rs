@@ -17,6 +17,7 @@ use crate::manifest::{CheckReport, Excluded, ExportManifest, KindRows, manifest_
 use crate::output::AtomicFile;
 use crate::query::{Order, Query};
 use crate::replay::Replay;
+use crate::salvage::Salvaged;
 use crate::weights::Weights;
 
 /// How to export, beyond what the [`Query`] selects.
@@ -26,6 +27,10 @@ pub struct ExportOptions {
     /// log holds only those written around incidents), each at weight 1. Left out by
     /// default: they are not a sample of their stream, and the manifest says so.
     pub include_unweighted: bool,
+    /// Read around damage ([`salvage`](crate::salvage())): every intact event, and the
+    /// manifest lists each stretch lost (and has no log digest: a damaged log proves no
+    /// prefix).
+    pub salvage: bool,
 }
 
 /// Exports the events `query` selects (whatever its record types) from the log in
@@ -119,8 +124,14 @@ pub fn check_export_against_log(
         ),
         None => None,
     };
-    open_log_dir(dir)?;
-    blackbox_log::verify(dir, key.as_ref(), digest.as_ref())?;
+    let options = ExportOptions {
+        include_unweighted: m["query"]["include_unweighted"].as_bool().unwrap_or(false),
+        salvage: m["query"]["salvage"].as_bool().unwrap_or(false),
+    };
+    if !options.salvage {
+        open_log_dir(dir)?;
+        blackbox_log::verify(dir, key.as_ref(), digest.as_ref())?;
+    }
     let q = &m["query"];
     let mut query = Query::new().key(key);
     if let Some(t) = q["since_ns"].as_u64() {
@@ -138,9 +149,6 @@ pub fn check_export_against_log(
     for g in q["kinds"].as_array().into_iter().flatten() {
         query = query.kind(g.as_str().ok_or_else(|| bad("a kind glob is not text"))?)?;
     }
-    let options = ExportOptions {
-        include_unweighted: q["include_unweighted"].as_bool().unwrap_or(false),
-    };
     let mut sink = std::io::sink();
     let again = export_upto(dir, &query, &options, &mut sink, &mut |_| {}, digest)?;
     if again.blake3 != report.blake3 || again.rows != report.rows {
@@ -166,14 +174,22 @@ fn export_rows(
     w: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
-    open_log_dir(dir)?;
+    if !options.salvage {
+        open_log_dir(dir)?;
+    }
     let reader = LogReader::open_with(
         dir,
         ReaderOptions {
             key: query.chain_key().cloned(),
         },
     )?;
-    let digest = reader.digest()?;
+    // A damaged log has no digest to prove a prefix with: a salvage reads it all and
+    // lists what it lost instead.
+    let digest = if options.salvage {
+        None
+    } else {
+        reader.digest()?
+    };
     export_upto(dir, query, options, w, progress, digest)
 }
 
@@ -210,67 +226,92 @@ fn export_upto(
         unreconciled: Vec::new(),
         last_accounting_seq: None,
         unrepresented: BTreeMap::new(),
+        lost: Vec::new(),
+        undecodable: Vec::new(),
+        salvage: options.salvage,
         log_digest: digest,
         chain_verified: true,
         created_ns: now_ns(),
     };
     let target = Path::new("export file");
-    if let Some(digest) = digest {
-        let weights = Weights::compute(dir, query.chain_key().cloned(), digest.seq, query)?;
-        let bound = query
-            .to_seq_bound()
-            .map_or(digest.seq, |s| s.min(digest.seq));
-        let q = query
-            .clone()
-            .types([RecordType::Event])
-            .to_seq(bound)
-            .order(Order::Log);
-        let replay = Replay::open(dir, &q)?;
-        manifest.chain_verified = replay.chain_verified();
-        for r in replay {
-            let r = r?;
-            progress(r.seq);
-            let Body::Event(e) = &r.body else { continue };
-            let weight = match weights.weight(r.seq, &e.kind, e.tier, e.weight) {
-                Some(w) => w,
-                None if options.include_unweighted => 1.0,
-                None => {
-                    let x = manifest
-                        .excluded
-                        .entry(e.kind.clone())
-                        .or_insert_with(|| Excluded {
-                            rows: 0,
-                            reason: unweighted_reason(weights.unweighted().get(&e.kind)),
-                        });
-                    x.rows += 1;
-                    continue;
-                }
-            };
-            let mut row = to_json(&r);
-            if let Value::Object(o) = &mut row {
-                o.insert("weight".into(), weight.into());
+    // What the rows come from: a range read up to the digest, or a salvage around
+    // damage (whose losses the manifest lists).
+    let (weights, source): (Weights, Box<dyn Iterator<Item = Result<Salvaged>>>) =
+        if options.salvage {
+            let weights = Weights::compute_salvaged(dir, query.chain_key().cloned(), query)?;
+            let q = query.clone().types([RecordType::Event]);
+            let s = crate::salvage::salvage(dir, &q)?;
+            manifest.chain_verified = s.chain_verified();
+            (weights, Box::new(s.map(Ok)))
+        } else if let Some(digest) = digest {
+            let weights = Weights::compute(dir, query.chain_key().cloned(), digest.seq, query)?;
+            let bound = query
+                .to_seq_bound()
+                .map_or(digest.seq, |s| s.min(digest.seq));
+            let q = query
+                .clone()
+                .types([RecordType::Event])
+                .to_seq(bound)
+                .order(Order::Log);
+            let replay = Replay::open(dir, &q)?;
+            manifest.chain_verified = replay.chain_verified();
+            (weights, Box::new(replay.map(|r| r.map(Salvaged::Record))))
+        } else {
+            (Weights::default(), Box::new(std::iter::empty()))
+        };
+    for item in source {
+        let r = match item? {
+            Salvaged::Record(r) => r,
+            Salvaged::Lost(loss) => {
+                manifest.lost.push(loss);
+                continue;
             }
-            serde_json::to_writer(&mut w, &row).map_err(|e| io("write", target, e.into()))?;
-            w.write_all(b"\n").map_err(|e| io("write", target, e))?;
-            manifest.rows += 1;
-            if manifest.first_seq.is_none() {
-                manifest.first_seq = Some(r.seq);
-                manifest.first_hash = Some(r.hash);
+            Salvaged::Undecodable { seq, reason } => {
+                manifest.undecodable.push((seq, reason));
+                continue;
             }
-            manifest.last_seq = Some(r.seq);
-            manifest.last_hash = Some(r.hash);
-            let k = manifest.per_kind.entry(e.kind.clone()).or_insert(KindRows {
-                rows: 0,
-                weight_sum: 0.0,
-            });
-            k.rows += 1;
-            k.weight_sum += weight;
+        };
+        progress(r.seq);
+        let Body::Event(e) = &r.body else { continue };
+        let weight = match weights.weight(r.seq, &e.kind, e.tier, e.weight) {
+            Some(w) => w,
+            None if options.include_unweighted => 1.0,
+            None => {
+                let x = manifest
+                    .excluded
+                    .entry(e.kind.clone())
+                    .or_insert_with(|| Excluded {
+                        rows: 0,
+                        reason: unweighted_reason(weights.unweighted().get(&e.kind)),
+                    });
+                x.rows += 1;
+                continue;
+            }
+        };
+        let mut row = to_json(&r);
+        if let Value::Object(o) = &mut row {
+            o.insert("weight".into(), weight.into());
         }
-        manifest.accounting = weights.range_accounting().clone();
-        manifest.unreconciled = weights.unreconciled().to_vec();
-        manifest.last_accounting_seq = weights.last_accounting_seq();
-        manifest.unrepresented = weights.unrepresented();
+        serde_json::to_writer(&mut w, &row).map_err(|e| io("write", target, e.into()))?;
+        w.write_all(b"\n").map_err(|e| io("write", target, e))?;
+        manifest.rows += 1;
+        if manifest.first_seq.is_none() {
+            manifest.first_seq = Some(r.seq);
+            manifest.first_hash = Some(r.hash);
+        }
+        manifest.last_seq = Some(r.seq);
+        manifest.last_hash = Some(r.hash);
+        let k = manifest.per_kind.entry(e.kind.clone()).or_insert(KindRows {
+            rows: 0,
+            weight_sum: 0.0,
+        });
+        k.rows += 1;
+        k.weight_sum += weight;
     }
+    manifest.accounting = weights.range_accounting().clone();
+    manifest.unreconciled = weights.unreconciled().to_vec();
+    manifest.last_accounting_seq = weights.last_accounting_seq();
+    manifest.unrepresented = weights.unrepresented();
     manifest.bytes = w.bytes;
     manifest.blake3 = *w.hasher.finalize().as_bytes();
     Ok(manifest)

@@ -10,6 +10,8 @@
 //!   starts mid-log, and checks every block it returns (checksums and hash chain) as
 //!   the log's reader does.
 //! - [`fold()`]: folds the records of a query in log order into any derived state.
+//! - [`salvage()`]: every intact record of a damaged log that a query selects, and
+//!   exactly what was lost between them.
 //! - [`Decoder`]: turns one [`LogRecord`](blackbox_log::LogRecord) into a [`Record`],
 //!   for hosts that read the log themselves.
 //! - [`to_json`]: a record as the JSON object `blackbox replay --json` prints.
@@ -59,6 +61,7 @@ mod manifest;
 mod output;
 mod query;
 mod replay;
+mod salvage;
 mod state;
 mod stats;
 mod time;
@@ -78,6 +81,7 @@ pub use manifest::{
 pub use output::{AtomicFile, check_output};
 pub use query::{Order, Query};
 pub use replay::{Replay, fold};
+pub use salvage::{Salvage, Salvaged, loses_records, loss_json, salvage};
 pub use state::{State, TempView, fact_json, kb_view, state_at};
 pub use stats::{LogStats, stats};
 pub use time::{format_time, parse_duration, parse_size, parse_time, parse_time_at};

@@ -71,6 +71,13 @@ pub struct ExportManifest {
     /// Per kind, sampled-out events that no row stands for (no sample row came after
     /// them).
     pub unrepresented: BTreeMap<String, u64>,
+    /// Whether the export read around damage ([`ExportOptions::salvage`](crate::ExportOptions)).
+    pub salvage: bool,
+    /// With `salvage`: each stretch of the log that was lost.
+    pub lost: Vec<blackbox::log::Loss>,
+    /// With `salvage`: intact records that do not decode (their names were lost), by
+    /// seq, and why.
+    pub undecodable: Vec<(u64, String)>,
     /// The log's digest when the export started; the export reads no record past it,
     /// so the digest proves the prefix every row came from.
     pub log_digest: Option<Digest>,
@@ -179,7 +186,14 @@ impl ExportManifest {
                 "kinds": self.kinds,
                 "types": ["event"],
                 "include_unweighted": self.include_unweighted,
+                "salvage": self.salvage,
             },
+            "lost": self.lost.iter().map(crate::salvage::loss_json).collect::<Vec<_>>(),
+            "undecodable": self
+                .undecodable
+                .iter()
+                .map(|(seq, why)| json!({"seq": seq, "reason": why}))
+                .collect::<Vec<_>>(),
             "policy": POLICY_NOT_RECORDED,
             "rows": self.rows,
             "first_seq": self.first_seq,

@@ -215,10 +215,11 @@ impl Scan {
     }
 
     fn next_record(&mut self) -> Result<Option<Record>> {
-        let Some(records) = self.records.as_mut() else {
-            return Ok(None);
-        };
-        for raw in records.by_ref() {
+        loop {
+            let Some(raw) = self.records.as_mut().and_then(Iterator::next) else {
+                self.records = None;
+                return Ok(None);
+            };
             let raw = raw?;
             let seq = raw.seq().0;
             if seq < self.start {
@@ -226,35 +227,50 @@ impl Scan {
                 continue;
             }
             self.last_seen = Some(seq);
-            let tag = raw.record_type();
-            if let Some(until) = self.query.until_ns
-                && raw.ts_ns() > until
-            {
-                // Written after `until`: only an event that happened by then can still
-                // be selected (a pre-roll event, written when its incident was
-                // triggered). The first incident marker written after `until` closes
-                // the only pre-roll that can hold one.
-                if !self.scan_past_until || tag == codec::INCIDENT {
-                    self.records = None;
-                    return Ok(None);
-                }
-                if tag != codec::EVENT {
-                    self.decoder.learn(&raw)?;
-                    continue;
-                }
-            } else {
-                self.last_read = Some((seq, raw.ts_ns()));
+            if self.query.to_seq.is_some_and(|t| seq >= t) {
+                // The range's last record: nothing after it is read, so damage right
+                // after a range does not fail it.
+                self.records = None;
+                return self.select(&raw);
             }
-            if !self.query.type_selected(RecordType::from_tag(tag)) {
-                self.decoder.learn(&raw)?;
-                continue;
-            }
-            let record = self.decoder.decode(&raw)?;
-            if self.query.time_selected(record.happened_ns()) && self.query.kind_matches(&record) {
-                return Ok(Some(record));
+            if let Some(r) = self.select(&raw)? {
+                return Ok(Some(r));
             }
         }
-        self.records = None;
+    }
+
+    /// The record `raw` as the query selects it, or `None`. Past `until`, the first
+    /// incident marker (or any record, for a query that selects no events) ends the
+    /// scan (see [`Query`]).
+    fn select(&mut self, raw: &blackbox::LogRecord) -> Result<Option<Record>> {
+        let seq = raw.seq().0;
+        let tag = raw.record_type();
+        if let Some(until) = self.query.until_ns
+            && raw.ts_ns() > until
+        {
+            // Written after `until`: only an event that happened by then can still be
+            // selected (a pre-roll event, written when its incident was triggered). The
+            // first incident marker written after `until` closes the only pre-roll that
+            // can hold one.
+            if !self.scan_past_until || tag == codec::INCIDENT {
+                self.records = None;
+                return Ok(None);
+            }
+            if tag != codec::EVENT {
+                self.decoder.learn(raw)?;
+                return Ok(None);
+            }
+        } else {
+            self.last_read = Some((seq, raw.ts_ns()));
+        }
+        if !self.query.type_selected(RecordType::from_tag(tag)) {
+            self.decoder.learn(raw)?;
+            return Ok(None);
+        }
+        let record = self.decoder.decode(raw)?;
+        if self.query.time_selected(record.happened_ns()) && self.query.kind_matches(&record) {
+            return Ok(Some(record));
+        }
         Ok(None)
     }
 }

@@ -70,8 +70,9 @@ impl LogStats {
 ///
 /// # Errors
 ///
-/// [`Error::NoSuchDir`], not a log, damage met in the segments read, a record that
-/// does not decode.
+/// [`Error::NoSuchDir`], not a log, a damaged structure (a missing, foreign, empty or
+/// unreadable segment: [`LogReader::structure`]), damage met in the segments read, a
+/// record that does not decode.
 pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
     let dir = dir.as_ref();
     let segments = open_log_dir(dir)?;
@@ -86,6 +87,9 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
             .len();
     }
     let reader = LogReader::open_with(dir, ReaderOptions { key: key.clone() })?;
+    // Every segment present, readable, continuing the one before and sealed (but the
+    // last): a log with a hole has no totals to give.
+    reader.structure()?;
     let first_ts_ns = match reader.records(Seq(0)..=Seq(0))?.next() {
         Some(r) => Some(r?.ts_ns()),
         None => None,

@@ -33,9 +33,9 @@ use std::path::Path;
 
 use blackbox::codec::{self, ArchivedEventRecord, WrittenTier};
 use blackbox::log::ReaderOptions;
-use blackbox::{ChainKey, Counters, LogReader, Seq};
+use blackbox::{ChainKey, Counters, LogReader, LogRecord, Seq};
 
-use crate::decode::{Body, Decoder, RecordType};
+use crate::decode::{Body, Decoder, Record, RecordType};
 use crate::error::{Error, Result};
 use crate::query::Query;
 
@@ -118,20 +118,54 @@ impl Weights {
         range: &Query,
     ) -> Result<Weights> {
         let reader = LogReader::open_with(dir, ReaderOptions { key })?;
+        let records = reader.records(Seq(0)..=Seq(to_seq))?;
+        Weights::from_records(dir, records, range, false)
+    }
+
+    /// As [`Weights::compute`], from the records a salvage reads around damage. An
+    /// interval that lost rows no longer matches its accounting and keeps nominal
+    /// weights ([`Weights::unreconciled`]); an event whose kind was named only in a
+    /// lost dictionary record is skipped.
+    ///
+    /// # Errors
+    ///
+    /// I/O listing the directory, a wrong key.
+    pub fn compute_salvaged(dir: &Path, key: Option<ChainKey>, range: &Query) -> Result<Weights> {
+        let reader = LogReader::open_with(dir, ReaderOptions { key })?;
+        let records = reader.salvage(Seq(0)..)?.filter_map(|item| match item {
+            blackbox_log::Salvaged::Record(r) => Some(Ok(r)),
+            blackbox_log::Salvaged::Lost(_) => None,
+        });
+        Weights::from_records(dir, records, range, true)
+    }
+
+    fn from_records(
+        dir: &Path,
+        records: impl Iterator<Item = blackbox_log::Result<LogRecord>>,
+        range: &Query,
+        salvaged: bool,
+    ) -> Result<Weights> {
         let mut decoder = Decoder::new();
         let mut w = Weights::default();
         let mut interval: BTreeMap<String, Interval> = BTreeMap::new();
         let mut interval_start = 0u64;
         let mut latest_sample: HashMap<String, (u64, f64)> = HashMap::new();
-        let segment_starts: HashSet<u64> = blackbox_log::list_segments(dir)?
-            .iter()
-            .map(|s| s.first_seq)
+        // Every name a segment could have, whatever the file is: a salvage reads around
+        // what is not a segment.
+        let segment_starts: HashSet<u64> = std::fs::read_dir(dir)
+            .map_err(|source| Error::Io {
+                op: "list the log directory",
+                path: dir.to_owned(),
+                source,
+            })?
+            .flatten()
+            .filter_map(|e| blackbox_log::format::parse_segment_file_name(e.file_name().to_str()?))
             .collect();
         // Whether the record before was the dictionary that opens a segment: then an
         // accounting record is the segment preamble's snapshot of every kind's totals,
         // not a new interval's end.
         let mut after_preamble_dictionary = false;
-        for raw in reader.records(Seq(0)..=Seq(to_seq))? {
+        for raw in records {
             let raw = raw?;
             let seq = raw.seq().0;
             let tag = raw.record_type();
@@ -150,11 +184,16 @@ impl Weights {
                     let e = codec::access::<ArchivedEventRecord>(raw.payload())
                         .map_err(|e| fail(format!("not a valid event record: {e}")))?;
                     let kind_id = e.kind.to_native();
-                    let kind = decoder.name(kind_id).ok_or_else(|| {
-                        fail(format!(
-                            "its kind id {kind_id} is named by no dictionary record before it"
-                        ))
-                    })?;
+                    let kind = match decoder.name(kind_id) {
+                        Some(kind) => kind,
+                        // Its name was in a dictionary record the salvage lost.
+                        None if salvaged => continue,
+                        None => {
+                            return Err(fail(format!(
+                                "its kind id {kind_id} is named by no dictionary record before it"
+                            )));
+                        }
+                    };
                     let tier = WrittenTier::from_u8(e.tier)
                         .ok_or_else(|| fail(format!("unknown tier byte {}", e.tier)))?;
                     let i = interval.entry(kind.to_owned()).or_default();
@@ -171,8 +210,14 @@ impl Weights {
                     }
                 }
                 Some(RecordType::Accounting) => {
-                    let Body::Accounting(a) = decoder.decode(&raw)?.body else {
-                        continue;
+                    let a = match decoder.decode(&raw) {
+                        Ok(Record {
+                            body: Body::Accounting(a),
+                            ..
+                        }) => a,
+                        Ok(_) => continue,
+                        Err(_) if salvaged => continue,
+                        Err(e) => return Err(e),
                     };
                     w.close_interval(
                         &a.kinds,
@@ -188,9 +233,10 @@ impl Weights {
                     interval_start = seq + 1;
                     w.range.see(range, seq, raw.ts_ns(), &w.totals);
                 }
-                _ => {
-                    decoder.learn(&raw)?;
-                }
+                _ => match decoder.learn(&raw) {
+                    Err(_) if salvaged => {}
+                    other => other?,
+                },
             }
         }
         for (kind, c) in &w.totals {

@@ -6,7 +6,7 @@ use blackbox::LogReader;
 use blackbox_log::link_to_hex;
 use serde_json::json;
 
-use super::{CliError, DirArg, describe_log, line};
+use super::{CliError, DirArg, line};
 
 /// Print SEQ:HASH of the last record: keep it, and later check the log against it with
 /// `blackbox verify --digest`.
@@ -22,10 +22,10 @@ pub struct Args {
 /// Runs `blackbox digest`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
-    blackbox_replay::open_log_dir(dir)?;
+    blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
     let digest = LogReader::open(dir)
         .and_then(|r| r.digest())
-        .map_err(|e| CliError::new(describe_log(&e)))?
+        .map_err(|e| super::damage::fail(dir, args.json, e.into()))?
         .ok_or_else(|| {
             CliError::new(format!(
                 "log {} holds no record yet, so it has no digest: record something first",

@@ -39,6 +39,10 @@ pub struct Args {
     /// written around incidents), at weight 1; left out by default.
     #[arg(long)]
     include_unweighted: bool,
+    /// Read a damaged log around its damage: export every intact event, list each lost
+    /// stretch (stderr and the manifest), exit 3 if anything was lost.
+    #[arg(long)]
+    salvage: bool,
     /// The data file to write (replaced if it exists, never inside a log directory), or
     /// `-` for stdout (then no manifest file is written).
     #[arg(
@@ -72,7 +76,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ));
     };
     let key = key_from(args.key_file.as_deref())?;
-    blackbox_replay::open_log_dir(dir)?;
+    if !args.salvage {
+        blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
+    }
     let (since, until) = args.range.resolve(dir, key.as_ref())?;
     let query = super::replay::query(since, until, None, None, &args.kinds)?.key(key.clone());
     // The bar runs over seqs up to the log's end when the export starts.
@@ -93,6 +99,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     let options = ExportOptions {
         include_unweighted: args.include_unweighted,
+        salvage: args.salvage,
     };
     let to_stdout = out_path.as_os_str() == "-";
     let bar = progress_bar(
@@ -119,7 +126,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         {
             return Err(super::stdout_error(source));
         }
-        other => other?,
+        Err(e) => return Err(super::damage::fail(dir, args.json && !to_stdout, e)),
+        Ok(m) => m,
     };
     let exported: std::collections::BTreeSet<String> = manifest
         .per_kind
@@ -129,19 +137,39 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .collect();
     explain_empty(dir, key, &query, manifest.rows, &exported);
     let said = summary(&manifest, to_stdout);
+    let lost = report_losses(&manifest);
     if to_stdout {
         // Stdout holds the rows: the summary goes to stderr.
         let _ = writeln!(io::stderr().lock(), "blackbox: {said}");
-        return Ok(());
-    }
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
-    if args.json {
-        line(&mut out, manifest.to_json())?;
     } else {
-        line(&mut out, said)?;
+        let stdout = io::stdout();
+        let mut out = stdout.lock();
+        if args.json {
+            line(&mut out, manifest.to_json())?;
+        } else {
+            line(&mut out, said)?;
+        }
+        out.flush().map_err(super::stdout_error)?;
     }
-    out.flush().map_err(super::stdout_error)
+    if lost {
+        return Err(CliError::salvaged());
+    }
+    Ok(())
+}
+
+/// Lists a salvage's losses on stderr; returns whether records were lost.
+fn report_losses(m: &ExportManifest) -> bool {
+    let mut err = io::stderr().lock();
+    for loss in &m.lost {
+        let _ = writeln!(err, "blackbox: {loss}");
+    }
+    for (seq, why) in &m.undecodable {
+        let _ = writeln!(
+            err,
+            "blackbox: seq {seq} is intact but cannot be read: {why}"
+        );
+    }
+    m.lost.iter().any(blackbox_replay::loses_records) || !m.undecodable.is_empty()
 }
 
 /// The sentence that says what an export wrote.

@@ -466,7 +466,7 @@ fn print_facts(common: &Common, facts: &[Fact]) -> Result<(), CliError> {
 
 fn read(common: &Common) -> Result<TempView, CliError> {
     let key = key_from(common.key_file.as_deref())?;
-    Ok(kb_view(&common.dir.dir, key)?)
+    kb_view(&common.dir.dir, key).map_err(|e| super::damage::fail(&common.dir.dir, common.json, e))
 }
 
 /// Opens the log as its writer: only an existing log, never a new one.

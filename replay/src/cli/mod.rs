@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use blackbox_replay::Error;
 use clap::{Parser, Subcommand};
 
+mod damage;
 mod demo;
 mod digest;
 mod export;
@@ -223,6 +224,16 @@ impl CliError {
         }
     }
 
+    /// A salvage that read everything intact and reported what was lost: exit code 3,
+    /// nothing more on stderr.
+    pub fn salvaged() -> CliError {
+        CliError {
+            message: String::new(),
+            code: 3,
+            quiet: false,
+        }
+    }
+
     /// A failure already reported on stdout (as JSON): exit code 1, nothing on stderr.
     pub fn reported() -> CliError {
         CliError {
@@ -304,16 +315,11 @@ pub fn describe_log(e: &blackbox_log::Error) -> String {
             "{e}: stop that writer or wait for it to finish, then try again (one writer per log)"
         ),
         L::Corrupt(c) => {
-            let mut s = format!(
-                "{e}: the log is damaged there; keep a copy of the directory for investigation"
-            );
-            if let Some(seq) = c.seq.filter(|&s| s > 0) {
-                s.push_str(&format!(
-                    ", and read the records before it with `blackbox replay --to-seq {}`",
-                    seq - 1
-                ));
-            }
-            s
+            let dir = c.segment.parent().unwrap_or(std::path::Path::new("."));
+            format!(
+                "{e}: the log is damaged there; keep a copy of the directory for investigation, and {}",
+                damage::advice(dir)
+            )
         }
         L::KeyRequired { .. } => format!("{e}: pass the log's key with --key-file"),
         L::WrongKey { .. } => {

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
-use blackbox_replay::{Body, Order, Payload, Query, Record, Replay, format_time, hex, to_json};
+use blackbox_replay::{
+    Body, Order, Payload, Query, Record, Replay, Salvaged, format_time, hex, to_json,
+};
 
 use super::range::{RangeArgs, explain_empty};
 use super::{CliError, DirArg, TypeArg, glob_arg, key_from, line, warn_unverified};
@@ -37,6 +39,11 @@ pub struct Args {
     /// happened (pre-roll events are written when their incident is triggered).
     #[arg(long)]
     log_order: bool,
+    /// Read a damaged log around its damage, in log order: print every intact record
+    /// and report each lost stretch (stderr, or a `"type": "lost"` object with --json);
+    /// exit 3 if anything was lost.
+    #[arg(long)]
+    salvage: bool,
     /// One JSON object a line.
     #[arg(long)]
     json: bool,
@@ -76,7 +83,9 @@ pub fn query(
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
     let key = key_from(args.key_file.as_deref())?;
-    blackbox_replay::open_log_dir(dir)?;
+    if !args.salvage {
+        blackbox_replay::open_log_dir(dir)?;
+    }
     let (since, until) = args.range.resolve(dir, key.as_ref())?;
     let mut q = query(since, until, args.from_seq, args.to_seq, &args.kinds)?;
     if !args.types.is_empty() {
@@ -87,6 +96,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     } else {
         Order::Happened
     });
+    if args.salvage {
+        return salvage(&args, &q);
+    }
     let replay = Replay::open(dir, &q)?;
     if !replay.chain_verified() {
         warn_unverified(dir);
@@ -114,6 +126,64 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     out.flush().map_err(super::stdout_error)?;
     explain_empty(dir, key, &q, printed, &kinds);
+    Ok(())
+}
+
+/// `replay --salvage`: every intact record, in log order, and each loss where it lies.
+fn salvage(args: &Args, q: &Query) -> Result<(), CliError> {
+    let dir = &args.dir.dir;
+    let salvage = blackbox_replay::salvage(dir, q)?;
+    if !salvage.chain_verified() {
+        warn_unverified(dir);
+    }
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut printed = 0u64;
+    let mut lost = false;
+    for item in salvage {
+        match item {
+            Salvaged::Record(r) => {
+                if args.limit.is_some_and(|n| printed >= n) {
+                    continue;
+                }
+                if args.json {
+                    line(&mut out, to_json(&r))?;
+                } else {
+                    line(&mut out, human(&r))?;
+                }
+                printed += 1;
+            }
+            Salvaged::Lost(loss) => {
+                lost |= blackbox_replay::loses_records(&loss);
+                if args.json {
+                    line(&mut out, blackbox_replay::loss_json(&loss))?;
+                } else {
+                    // In order with the records around it.
+                    out.flush().map_err(super::stdout_error)?;
+                    let _ = writeln!(io::stderr().lock(), "blackbox: {loss}");
+                }
+            }
+            Salvaged::Undecodable { seq, reason } => {
+                lost = true;
+                if args.json {
+                    line(
+                        &mut out,
+                        serde_json::json!({"type": "undecodable", "seq": seq, "reason": reason}),
+                    )?;
+                } else {
+                    out.flush().map_err(super::stdout_error)?;
+                    let _ = writeln!(
+                        io::stderr().lock(),
+                        "blackbox: seq {seq} is intact but cannot be read: {reason}"
+                    );
+                }
+            }
+        }
+    }
+    out.flush().map_err(super::stdout_error)?;
+    if lost {
+        return Err(CliError::salvaged());
+    }
     Ok(())
 }
 

@@ -27,7 +27,8 @@ pub struct Args {
 /// Runs `blackbox state`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let key = key_from(args.key_file.as_deref())?;
-    let state = state_at(&args.dir.dir, args.at, key)?;
+    let state = state_at(&args.dir.dir, args.at, key)
+        .map_err(|e| super::damage::fail(&args.dir.dir, args.json, e))?;
     let stdout = io::stdout();
     let mut out = stdout.lock();
     if args.json {

@@ -24,7 +24,8 @@ pub struct Args {
 /// Runs `blackbox stats`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let key = key_from(args.key_file.as_deref())?;
-    let stats = blackbox_replay::stats(&args.dir.dir, key.clone())?;
+    let stats = blackbox_replay::stats(&args.dir.dir, key.clone())
+        .map_err(|e| super::damage::fail(&args.dir.dir, args.json, e))?;
     if key.is_none() && blackbox::LogReader::open(&args.dir.dir).is_ok_and(|r| !r.chain_verified())
     {
         warn_unverified(&args.dir.dir);

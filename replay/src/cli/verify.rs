@@ -28,7 +28,8 @@ pub struct Args {
 /// Runs `blackbox verify`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
-    let segments = blackbox_replay::open_log_dir(dir)?;
+    let segments =
+        blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
     let digest: Option<Digest> = args
         .digest
         .as_deref()
@@ -56,29 +57,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let mut out = stdout.lock();
     let report = match result {
         Ok(report) => report,
-        Err(e) if args.json => {
-            // The report of a damaged log is the answer, as JSON like an intact one's.
-            let damage = e.corruption().map(|c| {
-                json!({
-                    "segment": c.segment.display().to_string(),
-                    "offset": c.offset,
-                    "seq": c.seq,
-                    "what": c.kind.to_string(),
-                })
-            });
-            line(
-                &mut out,
-                json!({
-                    "intact": false,
-                    "error": describe_log(&e),
-                    "damage": damage,
-                    "keyed": key.is_some(),
-                    "digest": digest.map(|d| d.to_string()),
-                }),
-            )?;
-            out.flush().map_err(super::stdout_error)?;
-            return Err(CliError::reported());
-        }
+        // The report of a damaged log is the answer, as JSON like an intact one's.
+        Err(e) if args.json => return Err(super::damage::fail(dir, true, e.into())),
         Err(e) => return Err(CliError::new(describe_log(&e))),
     };
     if args.json {

@@ -1,0 +1,166 @@
+//! Salvage: every intact record of a damaged log that a [`Query`] selects, typed, and
+//! exactly what was lost between them, on the log's
+//! [`LogReader::salvage`](blackbox::LogReader::salvage).
+
+use std::path::Path;
+
+use blackbox::log::{Loss, LostSeqs, ReaderOptions, Salvaged as LogSalvaged};
+use blackbox::{LogReader, Seq};
+use serde_json::{Value, json};
+
+use crate::decode::{Decoder, Record, RecordType};
+use crate::error::{Error, Result};
+use crate::inputs::open_log_dir;
+use crate::query::Query;
+
+/// One item of a [`Salvage`].
+#[derive(Debug, Clone)]
+pub enum Salvaged {
+    /// An intact record the query selects.
+    Record(Record),
+    /// A stretch of the log that could not be read: the seqs lost and where.
+    Lost(Loss),
+    /// An intact record that does not decode (for instance, an event whose names were
+    /// in a dictionary record that was lost).
+    Undecodable {
+        /// Its seq.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The intact records a [`Query`] selects from a damaged log, in log order, and the
+/// losses between them: see [`salvage`].
+#[derive(Debug)]
+pub struct Salvage {
+    inner: blackbox::log::Salvage,
+    decoder: Decoder,
+    query: Query,
+    chain_verified: bool,
+}
+
+/// Reads the log in `dir` around its damage: every record whose block passes all its
+/// checks (and its chain link, picked up again after the damage from a link stored on
+/// disk) and that `query` selects, in log order, with each stretch that was lost
+/// reported where it lies ([`Salvaged::Lost`]). Time bounds select by when records
+/// happened, over the query's seq range (the whole log without one): a salvage reads
+/// every segment, it does not seek by time.
+///
+/// # Errors
+///
+/// [`Error::NoSuchDir`](crate::Error::NoSuchDir), not a log, a wrong key, I/O listing
+/// the directory. Damage is never an error: it is a [`Salvaged::Lost`].
+pub fn salvage(dir: impl AsRef<Path>, query: &Query) -> Result<Salvage> {
+    let dir = dir.as_ref();
+    match open_log_dir(dir) {
+        // Something named like a segment that is not one: damage, read around.
+        Ok(_) | Err(Error::Log(blackbox_log::Error::Corrupt(_))) => {}
+        Err(e) => return Err(e),
+    }
+    let reader = LogReader::open_with(
+        dir,
+        ReaderOptions {
+            key: query.key.clone(),
+        },
+    )?;
+    let lo = Seq(query.from_seq.unwrap_or(0));
+    let inner = match query.to_seq {
+        Some(hi) => reader.salvage(lo..=Seq(hi))?,
+        None => reader.salvage(lo..)?,
+    };
+    Ok(Salvage {
+        inner,
+        decoder: Decoder::new(),
+        query: query.clone(),
+        chain_verified: reader.chain_verified(),
+    })
+}
+
+impl Salvage {
+    /// Whether records are checked against the hash chain (false only for a keyed log
+    /// read without its key).
+    pub fn chain_verified(&self) -> bool {
+        self.chain_verified
+    }
+}
+
+impl Iterator for Salvage {
+    type Item = Salvaged;
+
+    fn next(&mut self) -> Option<Salvaged> {
+        loop {
+            let raw = match self.inner.next()? {
+                LogSalvaged::Lost(loss) => return Some(Salvaged::Lost(loss)),
+                LogSalvaged::Record(raw) => raw,
+            };
+            let seq = raw.seq().0;
+            let selected = self.query.from_seq.is_none_or(|f| seq >= f)
+                && self
+                    .query
+                    .type_selected(RecordType::from_tag(raw.record_type()));
+            if !selected {
+                if let Err(e) = self.decoder.learn(&raw) {
+                    return Some(Salvaged::Undecodable {
+                        seq,
+                        reason: e.to_string(),
+                    });
+                }
+                continue;
+            }
+            match self.decoder.decode(&raw) {
+                Ok(r)
+                    if self.query.time_selected(r.happened_ns()) && self.query.kind_matches(&r) =>
+                {
+                    return Some(Salvaged::Record(r));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return Some(Salvaged::Undecodable {
+                        seq,
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A loss as JSON: `{"type": "lost", "first_seq", "last_seq" (null when unknown),
+/// "claimed_last_seq", "seqs" (in words), "places": [{"segment", "bytes": [start,
+/// end] or null, "what"}], "chain_broken"}`.
+pub fn loss_json(loss: &Loss) -> Value {
+    let (first, last, claimed) = match loss.seqs {
+        LostSeqs::None => (None, None, None),
+        LostSeqs::Exact { first, last } => (Some(first), Some(last), None),
+        LostSeqs::From {
+            first,
+            claimed_last,
+        } => (Some(first), None, claimed_last),
+    };
+    let places: Vec<Value> = loss
+        .places
+        .iter()
+        .map(|p| {
+            json!({
+                "segment": p.segment.display().to_string(),
+                "bytes": p.bytes.as_ref().map(|b| [b.start, b.end]),
+                "what": p.kind.to_string(),
+            })
+        })
+        .collect();
+    json!({
+        "type": "lost",
+        "first_seq": first,
+        "last_seq": last,
+        "claimed_last_seq": claimed,
+        "seqs": loss.seqs.to_string(),
+        "places": places,
+        "chain_broken": loss.chain_broken,
+    })
+}
+
+/// Whether a loss lost any record.
+pub fn loses_records(loss: &Loss) -> bool {
+    !matches!(loss.seqs, LostSeqs::None)
+}
