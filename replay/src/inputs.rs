@@ -1,6 +1,7 @@
 //! What the command reads besides records: a log directory (checked, never created) and
 //! a chain key file.
 
+use std::io::Read;
 use std::path::Path;
 
 use blackbox::ChainKey;
@@ -49,8 +50,11 @@ pub fn open_log_dir(dir: &Path) -> Result<Vec<SegmentEntry>> {
     Ok(segments)
 }
 
+/// The most a key file is read of: a key with generous whitespace around it.
+const KEY_FILE_BYTES_MAX: u64 = 4096;
+
 /// Reads a chain key file: exactly 32 raw bytes, or 64 hex digits (surrounding
-/// whitespace, such as a final newline, is ignored).
+/// whitespace, such as a final newline, is ignored). At most 4096 bytes are read.
 ///
 /// # Errors
 ///
@@ -60,14 +64,18 @@ pub fn read_key_file(path: &Path) -> Result<ChainKey> {
         path: path.to_owned(),
         reason,
     };
-    let meta = std::fs::metadata(path).map_err(|e| invalid(format!("cannot read it: {e}")))?;
-    if meta.len() > 4096 {
+    // Read through a bound, not by the size the file claims: a device or a FIFO (like
+    // /dev/zero) has none, and is read only as far as the bound.
+    let file = std::fs::File::open(path).map_err(|e| invalid(format!("cannot read it: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(KEY_FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| invalid(format!("cannot read it: {e}")))?;
+    if bytes.len() as u64 > KEY_FILE_BYTES_MAX {
         return Err(invalid(format!(
-            "it holds {} bytes; a key file holds 32 raw bytes or 64 hex digits",
-            meta.len()
+            "it holds more than {KEY_FILE_BYTES_MAX} bytes; a key file holds 32 raw bytes or 64 hex digits"
         )));
     }
-    let bytes = std::fs::read(path).map_err(|e| invalid(format!("cannot read it: {e}")))?;
     if let Ok(raw) = <[u8; 32]>::try_from(bytes.as_slice()) {
         return Ok(ChainKey::new(raw));
     }

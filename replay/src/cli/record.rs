@@ -252,15 +252,20 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
     let mut number = 0u64;
     loop {
         buf.clear();
-        let n = input
-            .read_until(b'\n', &mut buf)
+        let read = read_line_capped(&mut input, &mut buf, LINE_BYTES_MAX)
             .map_err(|e| CliError::new(format!("cannot read stdin: {e}")))?;
-        if n == 0 {
-            return Ok(());
-        }
+        let too_long = match read {
+            LineRead::End => return Ok(()),
+            LineRead::Line => false,
+            LineRead::TooLong => true,
+        };
         number += 1;
         tally.lines += 1;
         let outcome = match std::str::from_utf8(&buf) {
+            _ if too_long => Err(format!(
+                "it is longer than {} MiB, more than any record the log takes",
+                LINE_BYTES_MAX >> 20
+            )),
             Err(e) => Err(format!(
                 "not UTF-8 text (invalid byte at column {})",
                 e.valid_up_to() + 1
@@ -273,6 +278,11 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
         };
         if let Err(reason) = outcome {
             if args.skip_invalid {
+                if too_long {
+                    // The rest of the line is read and dropped, never held.
+                    skip_line(&mut input)
+                        .map_err(|e| CliError::new(format!("cannot read stdin: {e}")))?;
+                }
                 tally.skipped += 1;
                 let _ = writeln!(
                     io::stderr().lock(),
@@ -453,5 +463,120 @@ fn take_string(obj: &mut Map<String, Value>, field: &str) -> Result<Option<Strin
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(format!("{field:?} must be a string")),
+    }
+}
+
+/// The longest input line: twice the largest record the log takes (16 MiB), so any line
+/// whose content can be recorded fits, whitespace and escapes included. A longer line is
+/// refused as soon as this many bytes of it are read.
+const LINE_BYTES_MAX: usize = 32 << 20;
+
+/// What [`read_line_capped`] read.
+#[derive(Debug, PartialEq, Eq)]
+enum LineRead {
+    /// The end of the input.
+    End,
+    /// A line (with its newline, unless it ended the input).
+    Line,
+    /// `cap` bytes of a line that goes on: they are in the buffer, the rest is unread.
+    TooLong,
+}
+
+/// Reads one line into `buf` (empty), holding at most `cap` bytes of it.
+fn read_line_capped(
+    input: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<LineRead> {
+    loop {
+        let available = match input.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(if buf.is_empty() {
+                LineRead::End
+            } else {
+                LineRead::Line
+            });
+        }
+        let room = cap - buf.len();
+        let (take, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) if i < room => (i + 1, true),
+            _ => (available.len().min(room), false),
+        };
+        buf.extend_from_slice(&available[..take]);
+        input.consume(take);
+        if done {
+            return Ok(LineRead::Line);
+        }
+        if buf.len() >= cap {
+            return Ok(LineRead::TooLong);
+        }
+    }
+}
+
+/// Reads and drops the rest of a line, through its newline.
+fn skip_line(input: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let available = match input.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(());
+        }
+        match available.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                input.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = available.len();
+                input.consume(n);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_read_whole_up_to_the_cap_and_no_further() {
+        let mut input = io::Cursor::new(b"ab\ncdefgh\nij".to_vec());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_capped(&mut input, &mut buf, 4).ok(),
+            Some(LineRead::Line)
+        );
+        assert_eq!(buf, b"ab\n");
+        buf.clear();
+        assert_eq!(
+            read_line_capped(&mut input, &mut buf, 4).ok(),
+            Some(LineRead::TooLong)
+        );
+        assert_eq!(buf, b"cdef");
+        assert!(skip_line(&mut input).is_ok());
+        buf.clear();
+        assert_eq!(
+            read_line_capped(&mut input, &mut buf, 4).ok(),
+            Some(LineRead::Line)
+        );
+        assert_eq!(buf, b"ij");
+        buf.clear();
+        assert_eq!(
+            read_line_capped(&mut input, &mut buf, 4).ok(),
+            Some(LineRead::End)
+        );
+        // A line of exactly the cap, with its newline past it, is too long.
+        let mut input = io::Cursor::new(b"abcd\n".to_vec());
+        assert_eq!(
+            read_line_capped(&mut input, &mut buf, 4).ok(),
+            Some(LineRead::TooLong)
+        );
     }
 }
