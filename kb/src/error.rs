@@ -139,8 +139,9 @@ impl fmt::Display for Error {
             ),
             Error::View { op, path, source } => write!(
                 f,
-                "could not {op} the knowledge-base view in {}: {source} (it can be rebuilt from the log)",
-                path.display()
+                "could not {op} the knowledge-base view in {}: {} (it can be rebuilt from the log)",
+                path.display(),
+                fjall_cause(source)
             ),
             Error::ViewBehind {
                 version,
@@ -177,6 +178,36 @@ impl Error {
     }
 }
 
+/// fjall's error as words: its `Display` is its `Debug` dump.
+fn fjall_cause(e: &fjall::Error) -> String {
+    // The operating system's error, wherever fjall or its tree carries one.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.to_string();
+        }
+        source = s.source();
+    }
+    match e {
+        fjall::Error::Poisoned => {
+            "an earlier write to it failed, and it accepts no more".to_owned()
+        }
+        fjall::Error::Locked => "another process holds it".to_owned(),
+        fjall::Error::KeyspaceDeleted => "one of its keyspaces was deleted".to_owned(),
+        fjall::Error::InvalidVersion(_) => {
+            "it was written by a fjall version this build does not read".to_owned()
+        }
+        fjall::Error::JournalRecovery(_) | fjall::Error::InvalidTrailer => {
+            "its journal is damaged".to_owned()
+        }
+        fjall::Error::Decompress(_) | fjall::Error::InvalidTag(_) => {
+            "its data is damaged".to_owned()
+        }
+        fjall::Error::Storage(_) => "its storage tree failed".to_owned(),
+        _ => "it is unusable".to_owned(),
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -192,5 +223,37 @@ impl std::error::Error for Error {
 impl From<blackbox_log::Error> for Error {
     fn from(e: blackbox_log::Error) -> Error {
         Error::Log(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_view_says_what_happened_in_a_sentence() {
+        // `kb put` on a full disk once printed fjall's debug dump:
+        // `FjallError: Io(Os { code: 28, kind: StorageFull, message: "No space left on
+        // device" })`.
+        let e = Error::View {
+            op: "write",
+            path: PathBuf::from("/flight/kb"),
+            source: fjall::Error::Io(std::io::Error::from_raw_os_error(28)),
+        };
+        let text = e.to_string();
+        assert!(text.contains("No space left on device"), "{text}");
+        for dump in ["FjallError", "Io(", "Os {", "kind:", "StorageFull"] {
+            assert!(!text.contains(dump), "{dump:?} in {text}");
+        }
+        let e = Error::View {
+            op: "open",
+            path: PathBuf::from("/flight/kb"),
+            source: fjall::Error::Poisoned,
+        };
+        let text = e.to_string();
+        assert!(
+            !text.contains("FjallError") && !text.contains("Poisoned"),
+            "{text}"
+        );
     }
 }

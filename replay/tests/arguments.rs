@@ -444,3 +444,72 @@ fn errors_never_show_a_parsers_words() {
         }
     }
 }
+
+#[test]
+fn duplicate_keys_are_refused_naming_the_line_and_the_key() {
+    // `{"kind": "a", "kind": "b"}` recorded `b` silently; a payload's duplicate key lost
+    // the first value.
+    let tmp = tempfile::tempdir().unwrap();
+    for (line, key) in [
+        (r#"{"kind": "a.one", "kind": "a.two"}"#, "kind"),
+        (r#"{"kind": "a.b", "payload": {"x": 1, "x": 2}}"#, "x"),
+        (
+            r#"{"kind": "a.b", "payload": [{"deep": {"y": 1, "y": 1}}]}"#,
+            "y",
+        ),
+        (r#"{"kind": "a.b", "values": {"f": 1, "f": 2}}"#, "f"),
+        (
+            r#"{"op": "set", "key": "k", "value": {"z": 1, "z": 2}}"#,
+            "z",
+        ),
+    ] {
+        let dir = tmp.path().join(format!("l{}", line.len()));
+        let err = fails(&record(
+            &dir,
+            &format!("{{\"kind\":\"ok.first\"}}\n{line}\n"),
+            &[],
+        ));
+        assert!(
+            err.contains("line 2") && err.contains(&format!("{key:?} appears twice")),
+            "{line}: {err}"
+        );
+        // The line before it is recorded; the duplicate is not.
+        let kinds: Vec<String> = common::replay_json(&dir, &["--type", "event"])
+            .iter()
+            .map(|r| r["kind"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(kinds, ["ok.first"], "{line}");
+    }
+    // The same in the knowledge base's JSON arguments, refused before the log opens.
+    let dir = tmp.path().join("kb");
+    small_log(&dir, 2);
+    let d = s(&dir);
+    for args in [
+        vec![
+            "kb",
+            "put",
+            "k",
+            r#"{"a": 1, "a": 2}"#,
+            "--evidence",
+            "1",
+            "--dir",
+            d,
+        ],
+        vec![
+            "kb",
+            "put",
+            "k",
+            "1",
+            "--evidence",
+            "1",
+            "--conditions",
+            r#"{"l": 1, "l": 2}"#,
+            "--dir",
+            d,
+        ],
+    ] {
+        let err = fails(&blackbox(&args));
+        assert!(err.contains("appears twice"), "{args:?}: {err}");
+    }
+    assert!(json_lines(&ok(&blackbox(&["kb", "log", "--dir", d, "--json"]))).is_empty());
+}

@@ -411,10 +411,9 @@ fn not_found(key: &str) -> CliError {
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
-    serde_json::from_str(text).map_err(|e| {
+    super::json_input::parse_strict(text).map_err(|why| {
         CliError::new(format!(
-            "{what}: {}: quote strings as JSON, e.g. '\"left\"'",
-            super::json_error(&e)
+            "{what}: {why}: quote strings as JSON, e.g. '\"left\"'"
         ))
     })
 }

@@ -17,6 +17,7 @@ mod damage;
 mod demo;
 mod digest;
 mod export;
+mod json_input;
 mod kb;
 mod range;
 mod record;
@@ -189,20 +190,6 @@ fn arg_list(text: &str) -> Vec<String> {
     text.split(", ")
         .map(|a| a.split_whitespace().next().unwrap_or(a).to_owned())
         .collect()
-}
-
-/// A JSON parse error in words: where it is, not what the parser was doing.
-pub fn json_error(e: &serde_json::Error) -> String {
-    use serde_json::error::Category;
-    match e.classify() {
-        Category::Eof => "it is not valid JSON: it ends before the value does".to_owned(),
-        Category::Syntax => format!("it is not valid JSON (at column {})", e.column()),
-        Category::Data => format!(
-            "its JSON is not of the expected shape (at column {})",
-            e.column()
-        ),
-        Category::Io => "it could not be read".to_owned(),
-    }
 }
 
 /// A failure: one sentence that says what happened and what to do, and the exit code.

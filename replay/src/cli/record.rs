@@ -372,7 +372,7 @@ fn apply(
 
 /// Parses one line; the error says what is wrong with it.
 fn parse_line(text: &str) -> Result<Line, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| super::json_error(&e))?;
+    let value = super::json_input::parse_strict(text)?;
     let Value::Object(mut obj) = value else {
         return Err("expected a JSON object, like {\"kind\": \"action.grasp\"}".to_owned());
     };

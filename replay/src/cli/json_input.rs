@@ -1,0 +1,148 @@
+//! JSON the command reads (`record` lines, `kb` values, conditions and contexts): parsed
+//! strictly, and its errors said in words.
+//!
+//! A key given twice in one object, at any depth, is an error naming the key: JSON
+//! leaves duplicates to the parser, and serde_json keeps the last one silently, so
+//! `{"kind": "a", "kind": "b"}` would record `b` and a payload would lose a value.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// Parses JSON text, refusing a key given twice in one object.
+///
+/// # Errors
+///
+/// A sentence that says what is wrong and where (the column), never the parser's own
+/// words.
+pub fn parse_strict(text: &str) -> Result<Value, String> {
+    serde_json::from_str::<Strict>(text)
+        .map(|s| s.0)
+        .map_err(|e| json_error(&e))
+}
+
+/// A JSON parse error in words: where it is, not what the parser was doing.
+pub fn json_error(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Eof => "it is not valid JSON: it ends before the value does".to_owned(),
+        Category::Syntax => format!("it is not valid JSON (at column {})", e.column()),
+        Category::Data => {
+            // Only `Strict` makes data errors, and its message is ours: drop the
+            // position serde_json appends and give the column.
+            let text = e.to_string();
+            let ours = text.split(" at line ").next().unwrap_or(&text);
+            format!("{ours} (at column {})", e.column())
+        }
+        Category::Io => "it could not be read".to_owned(),
+    }
+}
+
+/// A JSON value with no key given twice in any object.
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Strict, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("a number is not finite"))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Strict::deserialize(d).map(|s| s.0)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format!(
+                    "the key {key:?} appears twice in one object"
+                )));
+            }
+            let Strict(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_are_refused_at_any_depth_and_everything_else_parses_as_serde_json_does() {
+        for text in [
+            r#"{"a": 1, "b": [1, 2.5, -3, "x", null, true, {"c": {}}], "d": {"e": 18446744073709551615}}"#,
+            "[]",
+            "\"s\"",
+            "-0.0",
+            "1e300",
+        ] {
+            let strict = parse_strict(text);
+            let plain: Result<Value, _> = serde_json::from_str(text);
+            assert_eq!(strict.ok(), plain.ok(), "{text}");
+        }
+        for (text, key) in [
+            (r#"{"a": 1, "a": 2}"#, "a"),
+            (r#"{"x": [{"y": {"z": 1, "z": 1}}]}"#, "z"),
+        ] {
+            let err = parse_strict(text).err().unwrap_or_default();
+            assert!(err.contains(&format!("{key:?} appears twice")), "{err}");
+            assert!(err.contains("column"), "{err}");
+            assert!(!err.contains("line 1"), "{err}");
+        }
+    }
+}
