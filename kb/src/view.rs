@@ -114,6 +114,23 @@ impl View {
             let path = path.clone();
             move |source| Error::View { op, path, source }
         };
+        // The view is private to its owner whatever the umask: fjall creates its files
+        // inside a directory nobody else can enter.
+        {
+            use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+            let private = |source| Error::View {
+                op: "create",
+                path: path.clone(),
+                source: fjall::Error::Io(source),
+            };
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&path)
+                .map_err(private)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
+                .map_err(private)?;
+        }
         let db = Database::builder(&path).open().map_err(err("open"))?;
         let ks = |name: &str| {
             db.keyspace(name, KeyspaceCreateOptions::default)

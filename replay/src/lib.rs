@@ -59,6 +59,7 @@ mod inputs;
 mod json;
 mod manifest;
 mod output;
+mod private_temp;
 mod query;
 mod replay;
 mod salvage;

@@ -9,7 +9,7 @@ use blackbox_log::ChainKey;
 use serde_json::{Map, Value};
 
 use crate::decode::{Body, RecordType};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::inputs::open_log_dir;
 use crate::query::Query;
 use crate::replay::Replay;
@@ -35,8 +35,9 @@ pub struct State {
     pub accounting_seq: Option<u64>,
 }
 
-/// A knowledge-base view rebuilt from a log's commit records in a temporary directory,
-/// removed when dropped. Readers use it so that they never touch the view a running
+/// A knowledge-base view rebuilt from a log's commit records in a private temporary
+/// directory (`$TMPDIR/blackbox-UID/view-PID-…`, mode 0700), removed when dropped; one
+/// a killed process left behind is removed by the next reader. Readers use it so that they never touch the view a running
 /// recorder owns (`DIR/kb/`), and need no writer lock.
 #[derive(Debug)]
 pub struct TempView {
@@ -56,18 +57,12 @@ impl std::ops::Deref for TempView {
 ///
 /// # Errors
 ///
-/// [`Error::NoSuchDir`], [`Error::Log`] (not a log, damage), [`Error::Kb`] (a commit
-/// record that does not decode), [`Error::Io`] (no temporary directory).
+/// [`Error::NoSuchDir`](crate::Error::NoSuchDir), [`Error::Log`](crate::Error::Log)
+/// (not a log, damage), [`Error::Kb`](crate::Error::Kb) (a commit record that does not
+/// decode), [`Error::Io`](crate::Error::Io) (no private temporary directory).
 pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
     open_log_dir(dir)?;
-    let temp = tempfile::Builder::new()
-        .prefix("blackbox-kb-")
-        .tempdir()
-        .map_err(|source| Error::Io {
-            op: "create a temporary directory for the knowledge base in",
-            path: std::env::temp_dir(),
-            source,
-        })?;
+    let temp = crate::private_temp::view_dir()?;
     let view = View::open(temp.path())?;
     view.catch_up(dir, key, None)?;
     Ok(TempView { view, _dir: temp })

@@ -59,6 +59,11 @@ enum Command {
 /// Runs the command line and maps every outcome to an exit code: 0 on success, 1 on a
 /// failure, 2 on a usage error. Errors go to stderr in one line.
 pub fn main() -> ExitCode {
+    // Everything the command creates (logs, knowledge-base views, exports, temporary
+    // files) is private to its owner, whatever umask it inherits.
+    // SAFETY: umask only sets this process's file-mode creation mask; no thread has
+    // started yet to race with it.
+    unsafe { libc::umask(0o077) };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),

@@ -1,0 +1,98 @@
+//! Private temporary directories for the knowledge-base views that reads rebuild.
+//!
+//! They live in one directory per user, `$TMPDIR/blackbox-UID/` (mode 0700, owned by
+//! the user, never a symbolic link), so nobody else can list or read them whatever the
+//! umask. Each is named `view-PID-…` after the process that made it and removed when
+//! that process drops it; one a killed process left behind is removed by the next
+//! reader, which finds its process gone.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The per-user base directory: created 0700 if absent; refused if it is not a
+/// directory of this user's (a symlink planted by another user, say); tightened to 0700
+/// if its mode lets anyone else in.
+fn base_dir() -> Result<PathBuf> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let base = std::env::temp_dir().join(format!("blackbox-{uid}"));
+    let io = |op: &'static str, source: std::io::Error| Error::Io {
+        op,
+        path: base.clone(),
+        source,
+    };
+    match fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("create the private temporary directory", e)),
+    }
+    let meta = fs::symlink_metadata(&base).map_err(|e| io("inspect", e))?;
+    if !meta.file_type().is_dir() || meta.uid() != uid {
+        return Err(Error::Io {
+            op: "use as a private temporary directory",
+            path: base.clone(),
+            source: std::io::Error::other(
+                "it is not a directory owned by this user (a symbolic link or another user's): remove it",
+            ),
+        });
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o700))
+            .map_err(|e| io("make private", e))?;
+    }
+    Ok(base)
+}
+
+/// Removes the views that dead processes left in `base` (a process killed mid-read).
+fn clean(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("view-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if pid > 0 && !alive(pid) {
+            // Best effort: another reader may be removing it at the same time.
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Whether a process with this pid exists (a pid another user owns counts).
+fn alive(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 sends nothing; kill only checks that the pid exists and may be
+    // signalled.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// A new private temporary directory for a view (see the module documentation),
+/// removed when dropped.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the per-user directory cannot be created or is not safe to use,
+/// or the directory cannot be made.
+pub fn view_dir() -> Result<tempfile::TempDir> {
+    let base = base_dir()?;
+    clean(&base);
+    tempfile::Builder::new()
+        .prefix(&format!("view-{}-", std::process::id()))
+        .permissions(fs::Permissions::from_mode(0o700))
+        .tempdir_in(&base)
+        .map_err(|source| Error::Io {
+            op: "create a temporary directory for the knowledge base in",
+            path: base,
+            source,
+        })
+}
