@@ -156,6 +156,10 @@ pub enum CorruptionKind {
         /// How the damaged block failed to decode.
         detail: String,
     },
+    /// A range read was positioned past records in its range: what it skipped by (a
+    /// footer's last timestamp, a sparse-index entry, a block header), which only a
+    /// checksum covers, disagrees with the blocks the chain verifies.
+    SeekMismatch(String),
     /// Something named like a segment is not a regular file (a directory, a symbolic
     /// link, a FIFO, a device, ...). Only regular files are segments: a link is never
     /// followed out of the log, and a FIFO would block the reader.
@@ -200,6 +204,12 @@ impl fmt::Display for CorruptionKind {
                 f,
                 "damaged data ({detail}) followed by intact records: not a torn tail, refusing to cut"
             ),
+            CorruptionKind::SeekMismatch(why) => {
+                write!(
+                    f,
+                    "a range read would have skipped records in its range: {why}"
+                )
+            }
             CorruptionKind::NotARegularFile { found } => write!(
                 f,
                 "named like a segment but {found}, not a regular file: only regular files are segments"
