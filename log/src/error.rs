@@ -96,6 +96,12 @@ pub enum Error {
         /// The string that was given.
         input: String,
     },
+    /// The log's seqs would run past `u64::MAX`: only a log whose footers were crafted
+    /// can get there, and nothing more is appended to it.
+    SeqSpaceExhausted {
+        /// The seq the next record would get.
+        next_seq: u64,
+    },
     /// An option is out of range.
     InvalidOptions {
         /// Which option and why.
@@ -299,6 +305,10 @@ impl fmt::Display for Error {
             Error::InvalidDigest { input } => write!(
                 f,
                 "invalid digest {input:?}: expected SEQ:HASH with a decimal seq and 64 hex digits"
+            ),
+            Error::SeqSpaceExhausted { next_seq } => write!(
+                f,
+                "the log's next seq {next_seq} leaves no room for more records below the largest seq"
             ),
             Error::InvalidOptions { reason } => write!(f, "invalid log options: {reason}"),
         }

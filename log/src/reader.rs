@@ -337,7 +337,12 @@ impl LogRecord {
             payload_at: frame_at + FRAME_HEADER_LEN,
             payload_len,
             seq: block.header.first_seq + u64::from(index),
-            ts_ns: block.header.first_ts + u64::from(format::u32_at(bytes, frame_at + 8)),
+            // The block's frames were checked: its first ts plus any frame's delta is at
+            // most its last ts, so this cannot saturate.
+            ts_ns: block
+                .header
+                .first_ts
+                .saturating_add(u64::from(format::u32_at(bytes, frame_at + 8))),
             record_type: format::u16_at(bytes, frame_at + 4),
         };
         (record, frame_at + format::frame_len(payload_len))

@@ -318,6 +318,15 @@ impl SegmentFile {
             return Ok(None);
         };
         let body_len_u64 = body_len as u64;
+        if body_len > format::MAX_FOOTER_BODY_BYTES {
+            return Err(corrupt(
+                tail_at,
+                format!(
+                    "footer length {body_len} exceeds the format's limit of {} bytes",
+                    format::MAX_FOOTER_BODY_BYTES
+                ),
+            ));
+        }
         if body_len_u64 > tail_at - SEGMENT_HEADER_LEN as u64
             || !body_len.is_multiple_of(format::ALIGN)
         {
@@ -779,7 +788,7 @@ pub(crate) fn check_frames(
             "frames do not fill their block".to_owned(),
         ));
     }
-    if header.first_ts + u64::from(prev_delta) != header.last_ts {
+    if header.first_ts.checked_add(u64::from(prev_delta)) != Some(header.last_ts) {
         return Err((
             at - FRAME_HEADER_LEN.min(at),
             header.last_seq(),

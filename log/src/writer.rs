@@ -479,6 +479,7 @@ impl Log {
     /// [`Error::Poisoned`] after an earlier I/O failure, and I/O errors (which poison).
     pub fn append(&mut self, record: Record<'_>) -> Result<Seq> {
         self.check_record(&record, self.last_ts)?;
+        self.check_seq_space(1)?;
         self.check_poisoned()?;
         let seq = self.push(&record)?;
         self.end_of_call()?;
@@ -499,6 +500,7 @@ impl Log {
             self.check_record(r, last_ts)?;
             last_ts = r.ts_ns;
         }
+        self.check_seq_space(records.len())?;
         self.check_poisoned()?;
         let mut last = None;
         for r in records {
@@ -548,6 +550,19 @@ impl Log {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Refuses `n` more records (and a preamble per segment they may start) when their
+    /// seqs would run past the largest one: a log recovered from a crafted footer could
+    /// otherwise wrap its seqs around.
+    fn check_seq_space(&self, n: usize) -> Result<()> {
+        let needed = (n as u64).saturating_mul(1 + self.preamble.len() as u64);
+        if self.next_seq.checked_add(needed).is_none() {
+            return Err(Error::SeqSpaceExhausted {
+                next_seq: self.next_seq,
+            });
+        }
+        Ok(())
     }
 
     fn check_record(&self, r: &Record<'_>, last_ts: u64) -> Result<()> {
@@ -812,6 +827,9 @@ fn bump(counts: &mut Vec<u64>, t: u16, n: u64) {
 fn add_index_entry(active: &mut Active, e: IndexEntry, interval: u64) {
     let due = match active.last_indexed_offset {
         None => true,
+        // Past the format's limit a segment's index stops growing: a seek then skips
+        // more block headers, and the footer stays within what readers accept.
+        Some(_) if active.index.len() >= format::MAX_FOOTER_INDEX_ENTRIES => false,
         Some(last) => e.offset - last >= interval,
     };
     if due {
@@ -946,11 +964,17 @@ fn lock_dir(dir: &Path) -> Result<File> {
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
+            // The holder wrote its pid and a newline: read no more than that, whatever
+            // the file has grown to.
+            let mut head = Vec::with_capacity(32);
+            let _ = (&mut file).take(32).read_to_end(&mut head);
+            let holder_pid = std::str::from_utf8(&head)
+                .ok()
+                .and_then(|t| t.lines().next())
+                .and_then(|line| line.trim().parse().ok());
             return Err(Error::Locked {
                 dir: dir.to_owned(),
-                holder_pid: text.trim().parse().ok(),
+                holder_pid,
             });
         }
         Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
@@ -1108,4 +1132,60 @@ pub(crate) fn check_continuity(
         return Err(corrupt(CorruptionKind::ChainBreak));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct NullFile;
+
+    impl WriteFile for NullFile {
+        fn append(&mut self, _: &[u8]) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync_data(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn truncate(&mut self, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_segments_index_stops_growing_at_the_formats_limit() {
+        let mut active = Active {
+            path: PathBuf::from("x"),
+            file: Box::new(NullFile),
+            first_seq: 0,
+            written_len: 0,
+            writeback_from: 0,
+            record_count: 0,
+            block_count: 0,
+            first_ts: None,
+            type_counts: Vec::new(),
+            index: Vec::new(),
+            last_indexed_offset: None,
+        };
+        let blocks = format::MAX_FOOTER_INDEX_ENTRIES as u64 + 10;
+        for i in 0..blocks {
+            let e = IndexEntry {
+                first_seq: i,
+                first_ts: i,
+                offset: SEGMENT_HEADER_LEN as u64 + i * 80,
+                prev_link: GENESIS_LINK,
+            };
+            add_index_entry(&mut active, e, 1);
+        }
+        assert_eq!(active.index.len(), format::MAX_FOOTER_INDEX_ENTRIES);
+        let footer = Footer {
+            index: active.index,
+            type_counts: (0..=u16::MAX).map(|t| (t, 1)).collect(),
+            ..Footer::default()
+        };
+        let encoded = footer.encode();
+        let body_len = encoded.len() - format::TRAILER_LEN;
+        assert_eq!(body_len, format::MAX_FOOTER_BODY_BYTES);
+    }
 }
