@@ -96,6 +96,14 @@ pub enum Error {
         /// The string that was given.
         input: String,
     },
+    /// The writer's lock file was replaced or removed while it ran: another writer may
+    /// be writing the log, so this one acknowledges nothing more (it is poisoned).
+    LockLost {
+        /// The lock file.
+        lock: PathBuf,
+        /// What happened to it: `"was replaced by another file"`, `"was removed"`.
+        reason: String,
+    },
     /// The log's seqs would run past `u64::MAX`: only a log whose footers were crafted
     /// can get there, and nothing more is appended to it.
     SeqSpaceExhausted {
@@ -305,6 +313,11 @@ impl fmt::Display for Error {
             Error::InvalidDigest { input } => write!(
                 f,
                 "invalid digest {input:?}: expected SEQ:HASH with a decimal seq and 64 hex digits"
+            ),
+            Error::LockLost { lock, reason } => write!(
+                f,
+                "the log's lock file {} {reason} while this writer held it: another writer may be writing the log, so this one accepts and acknowledges no more records",
+                lock.display()
             ),
             Error::SeqSpaceExhausted { next_seq } => write!(
                 f,

@@ -2,7 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -228,6 +228,9 @@ pub struct Log {
     chainer: Chainer,
     key_id: [u8; 32],
     _lock: File,
+    /// The lock file's path and the (device, inode) of the file this writer locked.
+    lock_path: PathBuf,
+    lock_id: (u64, u64),
     active: Active,
     segments: usize,
     buf: Vec<u8>,
@@ -301,7 +304,7 @@ impl Log {
         for entry in &listing.segments {
             precheck_header(entry)?;
         }
-        let lock = lock_dir(&dir)?;
+        let (lock, lock_id) = lock_dir(&dir)?;
         let key_id = opts.key.as_ref().map(ChainKey::id);
         let chainer = Chainer::new(opts.key.as_ref());
         let recovered = recover(&dir, key_id, &chainer, opts.verify_on_open)?;
@@ -388,11 +391,14 @@ impl Log {
             torn_detail,
             created,
         };
+        let lock_path = dir.join(LOCK_FILE_NAME);
         let log = Log {
             dir,
             chainer,
             key_id: key_id.unwrap_or([0; 32]),
             _lock: lock,
+            lock_path,
+            lock_id,
             active,
             segments,
             buf: Vec::with_capacity(opts.write_buffer_bytes + opts.block_bytes_max),
@@ -514,9 +520,11 @@ impl Log {
     ///
     /// # Errors
     ///
-    /// I/O errors, which poison the log.
+    /// I/O errors, which poison the log; [`Error::LockLost`] if the lock file was
+    /// replaced or removed.
     pub fn flush(&mut self) -> Result<()> {
         self.check_poisoned()?;
+        self.check_lock()?;
         self.write_out()
     }
 
@@ -525,12 +533,33 @@ impl Log {
     /// # Errors
     ///
     /// I/O errors, which poison the log: a failed fsync is never retried, because the
-    /// kernel may have dropped the dirty data it could not write.
+    /// kernel may have dropped the dirty data it could not write. [`Error::LockLost`]
+    /// if the lock file was replaced or removed.
     pub fn sync(&mut self) -> Result<Option<Seq>> {
         self.check_poisoned()?;
+        self.check_lock()?;
         self.write_out()?;
         self.sync_active()?;
         Ok(self.durable_seq())
+    }
+
+    /// Checks that the lock file is still the file this writer locked, and poisons the
+    /// writer if not: whoever replaced or removed it may have let a second writer in,
+    /// and two writers acknowledging appends would give two records one seq. One
+    /// `lstat` per call that hands records to the OS or acknowledges them.
+    fn check_lock(&mut self) -> Result<()> {
+        let reason = match fs::symlink_metadata(&self.lock_path) {
+            Ok(m) if (m.dev(), m.ino()) == self.lock_id => return Ok(()),
+            Ok(_) => "was replaced by another file".to_owned(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => "was removed".to_owned(),
+            Err(e) => format!("cannot be checked ({e})"),
+        };
+        let err = Error::LockLost {
+            lock: self.lock_path.clone(),
+            reason,
+        };
+        self.poisoned = Some(Arc::new(io::Error::other(err.to_string())));
+        Err(err)
     }
 
     /// Syncs everything and releases the directory. Dropping a `Log` writes its buffer
@@ -704,6 +733,9 @@ impl Log {
         if self.buf.is_empty() {
             return Ok(());
         }
+        // IMPORTANT: checked before the bytes reach the file, so a writer that lost its
+        // lock writes nothing a second writer could be writing too.
+        self.check_lock()?;
         if let Err(e) = self.active.file.append(&self.buf) {
             return Err(self.poison("write segment", e));
         }
@@ -936,7 +968,9 @@ fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
-fn lock_dir(dir: &Path) -> Result<File> {
+/// Creates (or opens) and locks the lock file; returns it with the (device, inode) it
+/// was locked as.
+fn lock_dir(dir: &Path) -> Result<(File, (u64, u64))> {
     let path = dir.join(LOCK_FILE_NAME);
     // Never through a symbolic link: the writer truncates the lock file and writes its
     // pid into it, which must not land in a file outside the log.
@@ -979,10 +1013,22 @@ fn lock_dir(dir: &Path) -> Result<File> {
         }
         Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
     }
+    // The file locked must be the one the path names now: another process may have
+    // removed or replaced it between our open and our lock.
+    let id = (meta.dev(), meta.ino());
+    match fs::symlink_metadata(&path) {
+        Ok(now) if (now.dev(), now.ino()) == id => {}
+        _ => {
+            return Err(Error::Locked {
+                dir: dir.to_owned(),
+                holder_pid: None,
+            });
+        }
+    }
     file.set_len(0)
         .and_then(|()| writeln!(file, "{}", std::process::id()))
         .map_err(|e| Error::io("write lock file", &path, e))?;
-    Ok(file)
+    Ok((file, id))
 }
 
 /// The state of the last segment after recovery's scan.
