@@ -17,13 +17,15 @@
 //! Read benches scan a log written beforehand (warm page cache): `LogReader::records`
 //! over every record, touching each payload (the blake3 chain link of every block and
 //! the structure of every frame are checked as it goes), and `blackbox_log::verify`
-//! over the same log (which also recomputes every frame's crc32c).
+//! over the same log (which also recomputes every frame's crc32c). Seek benches time
+//! short range reads (100 records, by seq and by time) from pseudo-random points of
+//! the 100-byte log: the cost of finding where a range starts.
 
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use blackbox_log::{Durability, Log, LogOptions, LogReader, Record, RecordType};
+use blackbox_log::{Durability, Log, LogOptions, LogReader, Record, RecordType, Seq};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 
 const RECORD_TYPE: RecordType = RecordType(1);
@@ -207,6 +209,47 @@ fn scan_large(c: &mut Criterion) {
     scan(c, "4KiB", LARGE, SCAN_LARGE_RECORDS);
 }
 
+/// Records read by each short range read of the seek benches.
+const SEEK_READ_RECORDS: u64 = 100;
+
+/// Short range reads from pseudo-random points of the 100-byte log: each finds its
+/// segment (by name for seqs, by a binary search over footers for times), seeks
+/// through the sparse index, skips the blocks before the start by their headers and
+/// reads 100 records.
+fn seek(c: &mut Criterion) {
+    let dir = temp_dir();
+    write_log(dir.path(), SMALL, SCAN_SMALL_RECORDS);
+    let log_dir = dir.path().join("log");
+    let reader = LogReader::open(&log_dir).expect("open a reader");
+    let span = usize_to_u64(SCAN_SMALL_RECORDS) - SEEK_READ_RECORDS;
+    let mut group = c.benchmark_group("seek_100B");
+    group.throughput(Throughput::Elements(SEEK_READ_RECORDS));
+    let mut state = 0x5EED_u64;
+    let mut next_start = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 11) % span
+    };
+    group.bench_function("by_seq", |b| {
+        b.iter(|| {
+            let start = next_start();
+            let range = Seq(start)..Seq(start + SEEK_READ_RECORDS);
+            let count = reader.records(range).expect("range read").count();
+            assert_eq!(usize_to_u64(count), SEEK_READ_RECORDS);
+        });
+    });
+    group.bench_function("by_time", |b| {
+        b.iter(|| {
+            let start = next_start();
+            let range = ts(start)..ts(start + SEEK_READ_RECORDS);
+            let count = reader.records_by_time(range).expect("range read").count();
+            assert_eq!(usize_to_u64(count), SEEK_READ_RECORDS);
+        });
+    });
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(10)
@@ -218,6 +261,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = append_small, append_large, scan_small, scan_large
+    targets = append_small, append_large, scan_small, scan_large, seek
 }
 criterion_main!(benches);

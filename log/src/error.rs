@@ -96,6 +96,20 @@ pub enum Error {
         /// The string that was given.
         input: String,
     },
+    /// The writer's lock file was replaced or removed while it ran: another writer may
+    /// be writing the log, so this one acknowledges nothing more (it is poisoned).
+    LockLost {
+        /// The lock file.
+        lock: PathBuf,
+        /// What happened to it: `"was replaced by another file"`, `"was removed"`.
+        reason: String,
+    },
+    /// The log's seqs would run past `u64::MAX`: only a log whose footers were crafted
+    /// can get there, and nothing more is appended to it.
+    SeqSpaceExhausted {
+        /// The seq the next record would get.
+        next_seq: u64,
+    },
     /// An option is out of range.
     InvalidOptions {
         /// Which option and why.
@@ -156,6 +170,10 @@ pub enum CorruptionKind {
         /// How the damaged block failed to decode.
         detail: String,
     },
+    /// A range read was positioned past records in its range: what it skipped by (a
+    /// footer's last timestamp, a sparse-index entry, a block header), which only a
+    /// checksum covers, disagrees with the blocks the chain verifies.
+    SeekMismatch(String),
     /// Something named like a segment is not a regular file (a directory, a symbolic
     /// link, a FIFO, a device, ...). Only regular files are segments: a link is never
     /// followed out of the log, and a FIFO would block the reader.
@@ -200,6 +218,12 @@ impl fmt::Display for CorruptionKind {
                 f,
                 "damaged data ({detail}) followed by intact records: not a torn tail, refusing to cut"
             ),
+            CorruptionKind::SeekMismatch(why) => {
+                write!(
+                    f,
+                    "a range read would have skipped records in its range: {why}"
+                )
+            }
             CorruptionKind::NotARegularFile { found } => write!(
                 f,
                 "named like a segment but {found}, not a regular file: only regular files are segments"
@@ -289,6 +313,15 @@ impl fmt::Display for Error {
             Error::InvalidDigest { input } => write!(
                 f,
                 "invalid digest {input:?}: expected SEQ:HASH with a decimal seq and 64 hex digits"
+            ),
+            Error::LockLost { lock, reason } => write!(
+                f,
+                "the log's lock file {} {reason} while this writer held it: another writer may be writing the log, so this one accepts and acknowledges no more records",
+                lock.display()
+            ),
+            Error::SeqSpaceExhausted { next_seq } => write!(
+                f,
+                "the log's next seq {next_seq} leaves no room for more records below the largest seq"
             ),
             Error::InvalidOptions { reason } => write!(f, "invalid log options: {reason}"),
         }

@@ -43,6 +43,24 @@ pub const TRAILER_LEN: usize = 16;
 /// Largest payload the format can hold; `LogOptions::max_record_bytes` may not exceed it.
 pub const MAX_RECORD_BYTES_LIMIT: usize = 1 << 30;
 
+/// Largest frames region a block can have: the writer cuts a block before it passes
+/// its `block_bytes_max` (at most 64 MiB), unless a single record is larger, so a block
+/// holds at most one frame of the largest record. A reader refuses a longer block
+/// before it allocates or reads anything for it.
+pub const MAX_BLOCK_FRAMES_BYTES: usize = FRAME_HEADER_LEN + MAX_RECORD_BYTES_LIMIT;
+
+/// Most sparse-index entries a footer holds: the writer stops adding entries to a
+/// segment's index there (a seek then skips more block headers), so that a footer stays
+/// under [`MAX_FOOTER_BODY_BYTES`].
+pub const MAX_FOOTER_INDEX_ENTRIES: usize = 1 << 20;
+
+/// Largest footer body: the fixed part, a count for each of the 65 536 record types and
+/// [`MAX_FOOTER_INDEX_ENTRIES`] index entries (about 57 MiB). A reader refuses a longer
+/// one before it allocates or reads anything for it.
+pub const MAX_FOOTER_BODY_BYTES: usize = FOOTER_FIXED_LEN
+    + (u16::MAX as usize + 1) * FOOTER_TYPE_ENTRY_LEN
+    + MAX_FOOTER_INDEX_ENTRIES * FOOTER_INDEX_ENTRY_LEN;
+
 const _: () = assert!(SEGMENT_HEADER_LEN.is_multiple_of(ALIGN));
 const _: () = assert!(BLOCK_HEADER_LEN.is_multiple_of(ALIGN));
 const _: () = assert!(FRAME_HEADER_LEN.is_multiple_of(ALIGN));
@@ -52,6 +70,12 @@ const _: () = assert!(FOOTER_INDEX_ENTRY_LEN.is_multiple_of(ALIGN));
 const _: () = assert!(TRAILER_LEN.is_multiple_of(ALIGN));
 // A block's frames region length is a u32: the largest record plus its header must fit.
 const _: () = assert!(MAX_RECORD_BYTES_LIMIT + FRAME_HEADER_LEN + ALIGN <= u32::MAX as usize);
+// The largest record's payload needs no padding, and a full block of small records
+// (64 MiB, the most `block_bytes_max` allows) is within the block limit.
+const _: () = assert!(MAX_RECORD_BYTES_LIMIT.is_multiple_of(ALIGN));
+const _: () = assert!(64 << 20 <= MAX_BLOCK_FRAMES_BYTES);
+// A footer body's length is a u32.
+const _: () = assert!(MAX_FOOTER_BODY_BYTES <= u32::MAX as usize);
 
 /// Rounds `n` up to the next multiple of [`ALIGN`].
 pub const fn align_up(n: usize) -> usize {
@@ -221,6 +245,18 @@ impl BlockHeader {
         if h.count == 0 {
             return Err("block holds no frames".to_owned());
         }
+        if h.first_seq.checked_add(u64::from(h.count)).is_none() {
+            return Err(format!(
+                "{} frames from seq {} run past the largest seq",
+                h.count, h.first_seq
+            ));
+        }
+        if h.frames_len as usize > MAX_BLOCK_FRAMES_BYTES {
+            return Err(format!(
+                "frames length {} exceeds the format's limit of {MAX_BLOCK_FRAMES_BYTES} bytes",
+                h.frames_len
+            ));
+        }
         if !(h.frames_len as usize).is_multiple_of(ALIGN) {
             return Err(format!("frames length {} is not 8-aligned", h.frames_len));
         }
@@ -247,14 +283,15 @@ impl BlockHeader {
         m
     }
 
-    /// Seq of the last frame.
+    /// Seq of the last frame. [`BlockHeader::decode`] refuses a header whose seqs run
+    /// past `u64::MAX`, so this never overflows for a decoded header.
     pub fn last_seq(&self) -> u64 {
-        self.first_seq + u64::from(self.count) - 1
+        self.first_seq.saturating_add(u64::from(self.count)) - 1
     }
 
-    /// Seq that follows the last frame.
+    /// Seq that follows the last frame (see [`BlockHeader::last_seq`]).
     pub fn next_seq(&self) -> u64 {
-        self.first_seq + u64::from(self.count)
+        self.first_seq.saturating_add(u64::from(self.count))
     }
 
     /// Total length of the block on disk.
@@ -456,6 +493,12 @@ impl Footer {
     pub fn decode(body: &[u8], crc: u32) -> Result<Footer, String> {
         if body.len() < FOOTER_FIXED_LEN {
             return Err("footer shorter than its fixed part".to_owned());
+        }
+        if body.len() > MAX_FOOTER_BODY_BYTES {
+            return Err(format!(
+                "footer of {} bytes exceeds the format's limit of {MAX_FOOTER_BODY_BYTES} bytes",
+                body.len()
+            ));
         }
         if body[0..8] != FOOTER_MAGIC {
             return Err("wrong footer magic".to_owned());

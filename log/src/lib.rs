@@ -6,7 +6,8 @@
 //!
 //! # Main types
 //!
-//! - [`Log`]: the single writer of a directory (a lock file keeps out a second one).
+//! - [`Log`]: the single writer of a directory (a lock file keeps out a second one,
+//!   and the writer stops if that file is replaced or removed under it).
 //!   [`Log::append`] and [`Log::append_batch`] hand out dense [`Seq`]s; [`Log::sync`] is
 //!   a durability barrier; [`Durability`] picks when data reaches the OS and the disk.
 //!   No method overwrites, reorders or removes a record. The one cut is recovery's, on

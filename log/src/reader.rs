@@ -4,13 +4,14 @@ use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::chain::{ChainKey, Chainer, Digest, GENESIS_LINK};
+use crate::chain::{ChainKey, Chainer, Digest, GENESIS_LINK, Link};
 use crate::error::{Corruption, CorruptionKind, Error, Result};
 use crate::format::{self, FRAME_HEADER_LEN, Footer, SEGMENT_HEADER_LEN};
 use crate::salvage::Salvage;
 use crate::scan::ChainPoint;
 use crate::segment::{
-    self, AlignedBuf, BlockCursor, CheckedBlock, HeaderState, SegmentEntry, SegmentFile, Step,
+    self, AlignedBuf, BlockCursor, CheckedBlock, HeaderOnly, HeaderState, SegmentEntry,
+    SegmentFile, Step,
 };
 use crate::structure::{self, SegmentSummary};
 use crate::writer::check_continuity;
@@ -101,9 +102,15 @@ impl LogReader {
 
     /// Records whose seq lies in `range`, in order.
     ///
+    /// The read seeks by segment names, the sparse index and block headers, which only
+    /// checksums cover, and then proves it started in time (FORMAT.md, "What readers
+    /// check"): it returns every record of the range it reaches, or an error.
+    ///
     /// # Errors
     ///
-    /// I/O errors listing the directory; damage is reported by the iterator.
+    /// I/O errors listing the directory; damage is reported by the iterator, including
+    /// a seek hint that disagrees with the verified blocks
+    /// ([`CorruptionKind::SeekMismatch`](crate::CorruptionKind::SeekMismatch)).
     pub fn records(&self, range: impl RangeBounds<Seq>) -> Result<Records> {
         let lo = match range.start_bound() {
             Bound::Included(s) => s.0,
@@ -120,6 +127,10 @@ impl LogReader {
     }
 
     /// Records whose timestamp (ns) lies in `range`, in order.
+    ///
+    /// The read finds its start by the footers' last timestamps, the sparse index and
+    /// the headers of the blocks it skips, then reads the block just before its first
+    /// one in full to prove that none of them lied (FORMAT.md, "What readers check").
     ///
     /// # Errors
     ///
@@ -238,6 +249,11 @@ impl LogReader {
             },
             done: false,
             last_block_end: None,
+            // Not a range read: the whole last segment is read from its header.
+            check_start: false,
+            start_at: None,
+            start_link: None,
+            skipped: None,
         };
         while let Some(step) = records.next_block()? {
             records.last_block_end = Some(Digest {
@@ -270,12 +286,25 @@ impl LogReader {
             range,
             done: empty,
             last_block_end: None,
+            check_start: true,
+            start_at: None,
+            start_link: None,
+            skipped: None,
         };
         if !empty {
             records.seg_index = records.find_segment()?;
         }
         Ok(records)
     }
+}
+
+fn seek_mismatch(segment: PathBuf, offset: u64, seq: u64, why: String) -> Error {
+    Error::Corrupt(Corruption {
+        segment,
+        offset,
+        seq: Some(seq),
+        kind: CorruptionKind::SeekMismatch(why),
+    })
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -308,7 +337,12 @@ impl LogRecord {
             payload_at: frame_at + FRAME_HEADER_LEN,
             payload_len,
             seq: block.header.first_seq + u64::from(index),
-            ts_ns: block.header.first_ts + u64::from(format::u32_at(bytes, frame_at + 8)),
+            // The block's frames were checked: its first ts plus any frame's delta is at
+            // most its last ts, so this cannot saturate.
+            ts_ns: block
+                .header
+                .first_ts
+                .saturating_add(u64::from(format::u32_at(bytes, frame_at + 8))),
             record_type: format::u16_at(bytes, frame_at + 4),
         };
         (record, frame_at + format::frame_len(payload_len))
@@ -356,6 +390,15 @@ pub struct Records {
     range: Range,
     done: bool,
     last_block_end: Option<Digest>,
+    /// Whether the first block read still has to prove that the read did not start too
+    /// late (see [`Records::check_start`]).
+    check_start: bool,
+    /// Where the first block is read: segment index and byte offset, once positioned.
+    start_at: Option<(usize, u64)>,
+    /// The link the first block must chain from (the one stored before it).
+    start_link: Option<Link>,
+    /// The last block skipped by its header alone while positioning.
+    skipped: Option<HeaderOnly>,
 }
 
 impl Records {
@@ -401,6 +444,9 @@ impl Records {
     fn open_segment(&mut self, prev: Option<ChainPoint>) -> Result<Option<BlockCursor>> {
         let i = self.seg_index;
         let is_last = i + 1 == self.segments.len();
+        if prev.is_none() {
+            self.start_at = Some((i, SEGMENT_HEADER_LEN as u64));
+        }
         let seg = match SegmentFile::open(&self.segments[i], self.reader.key_id, true)? {
             HeaderState::Ok(seg) => Arc::new(seg),
             HeaderState::Torn { path, .. } => {
@@ -443,12 +489,17 @@ impl Records {
         if prev.is_none()
             && let Some((footer, _)) = &footer
         {
-            // Seek: the last index entry strictly before the range's start.
-            let k = footer.index.partition_point(|e| match self.range {
-                Range::Seq { lo, .. } => e.first_seq <= lo,
-                Range::Time { lo, .. } => e.first_ts < lo,
-            });
-            if let Some(e) = k.checked_sub(1).map(|k| footer.index[k])
+            // Seek: the last index entry strictly before the range's start; for a read
+            // by time the one before that, so that at least one block is skipped and
+            // the block before the start comes from the skip (`check_start`).
+            let (k, back) = match self.range {
+                Range::Seq { lo, .. } => (footer.index.partition_point(|e| e.first_seq <= lo), 1),
+                Range::Time { lo, .. } => (footer.index.partition_point(|e| e.first_ts < lo), 2),
+            };
+            if let Some(e) = k
+                .checked_sub(back)
+                .or(k.checked_sub(1))
+                .map(|k| footer.index[k])
                 && e.offset >= pos
                 && e.offset < end
             {
@@ -465,16 +516,159 @@ impl Records {
         cursor.always_check_crc = false;
         if prev.is_none() {
             let range = self.range;
-            cursor.skip_before(|h| match range {
+            self.skipped = cursor.skip_before(|h| match range {
                 Range::Seq { lo, .. } => h.last_seq() < lo,
                 Range::Time { lo, .. } => h.last_ts < lo,
             })?;
+            self.start_at = Some((i, cursor.pos));
+            self.start_link = Some(cursor.prev_link);
         }
         Ok(Some(cursor))
     }
 
+    /// Proves that the read did not start too late, once the first block is read (or
+    /// the data ended before one): positioning trusted footers' last timestamps, sparse
+    /// index entries and the headers of skipped blocks, which only checksums protect.
+    ///
+    /// A seq read that returns a block needs nothing more: the block passed its chain
+    /// link, which covers its first seq, and that seq must not be past the range's
+    /// start. Otherwise the block just before the first one read (the last one skipped,
+    /// or found by walking headers from the index entry before it) is read and checked
+    /// in full: its link, recomputed from the link stored before it, must match, and it
+    /// must be the block the first one chains from. Its last timestamp (or seq) must be
+    /// before the range's start; since timestamps never decrease and seqs increase in
+    /// the chain, every record before it is then out of range too. In a keyed log that
+    /// block is authentic, so whatever lied about where to start is caught.
+    fn check_start(&mut self, first: Option<&CheckedBlock>) -> Result<()> {
+        let (lo, by_time) = match self.range {
+            Range::Seq { lo, .. } => (lo, false),
+            Range::Time { lo, .. } => (lo, true),
+        };
+        if lo == 0 {
+            return Ok(());
+        }
+        if !by_time && let Some(b) = first {
+            if b.header.first_seq <= lo {
+                return Ok(());
+            }
+            let path = self
+                .cursor
+                .as_ref()
+                .map_or_else(PathBuf::new, |c| c.segment().path.clone());
+            return Err(seek_mismatch(
+                path,
+                b.offset,
+                b.header.first_seq,
+                format!(
+                    "a read from seq {lo} starts at a block whose first seq is {}: the sparse index or a skipped block header is wrong",
+                    b.header.first_seq
+                ),
+            ));
+        }
+        let before = match self.skipped.take() {
+            Some(skipped) => skipped,
+            None => match self.block_before_start()? {
+                Some(block) => block,
+                None => return Ok(()), // the log's first block: nothing precedes it
+            },
+        };
+        // The block before is usually in the chunk the cursor has just read.
+        match self.cursor.as_mut() {
+            Some(cursor) if Arc::ptr_eq(&before.seg, cursor.segment_arc()) => {
+                cursor.verify_block(&before, self.reader.chainer.as_ref())?;
+            }
+            _ => before.verify(self.reader.chainer.as_ref())?,
+        }
+        let path = before.seg.path.clone();
+        if first.is_some() && Some(before.header.link) != self.start_link {
+            return Err(seek_mismatch(
+                path,
+                before.offset,
+                before.header.first_seq,
+                "the block before the range's start is not the one the first block read chains from".to_owned(),
+            ));
+        }
+        let (key, what) = if by_time {
+            (before.header.last_ts, "timestamp")
+        } else {
+            (before.header.last_seq(), "seq")
+        };
+        if key >= lo {
+            return Err(seek_mismatch(
+                path,
+                before.offset,
+                before.header.first_seq,
+                format!(
+                    "the read was positioned after this block, whose last {what} {key} is in the range (from {lo}): a footer's last timestamp, a sparse-index entry or a skipped block header is wrong"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The block that ends where the first block would be read, found by walking block
+    /// headers from the index entry before it (or from the segment's start); in the
+    /// segment before when the read starts at a segment's first block. `None` at the
+    /// log's very start.
+    fn block_before_start(&self) -> Result<Option<HeaderOnly>> {
+        let Some((i, offset)) = self.start_at else {
+            return Ok(None);
+        };
+        let (j, end) = if offset > SEGMENT_HEADER_LEN as u64 {
+            (i, Some(offset))
+        } else if i == 0 {
+            return Ok(None);
+        } else {
+            (i - 1, None)
+        };
+        let seg = match SegmentFile::open(&self.segments[j], self.reader.key_id, true)? {
+            HeaderState::Ok(seg) => Arc::new(seg),
+            HeaderState::Torn { path, .. } => {
+                return Err(structure::truncated_header(
+                    path,
+                    self.segments[j].first_seq,
+                ));
+            }
+        };
+        let footer = seg.read_footer()?;
+        let end = match (end, &footer) {
+            (Some(end), _) => end,
+            (None, Some((_, footer_start))) => *footer_start,
+            (None, None) => return Err(structure::missing_footer(&seg, &self.segments, j)),
+        };
+        let (mut pos, mut link) = (SEGMENT_HEADER_LEN as u64, seg.header.prev_link);
+        if let Some((footer, _)) = &footer {
+            let k = footer.index.partition_point(|e| e.offset < end);
+            if let Some(e) = k.checked_sub(1).map(|k| footer.index[k])
+                && e.offset >= pos
+            {
+                (pos, link) = (e.offset, e.prev_link);
+            }
+        }
+        let path = seg.path.clone();
+        let mut cursor = BlockCursor::new(seg, pos, end, 0, 0, link);
+        match cursor.header_ending_at(end)? {
+            Some(block) => Ok(Some(block)),
+            None => Err(seek_mismatch(
+                path,
+                end,
+                0,
+                format!("no walk of block headers ends at byte {end}, where the read starts"),
+            )),
+        }
+    }
+
     /// The next checked block, moving across segments; `None` at the end of the data.
     fn next_block(&mut self) -> Result<Option<CheckedBlock>> {
+        let block = self.next_block_unchecked()?;
+        if self.check_start {
+            self.check_start = false;
+            self.check_start(block.as_ref())?;
+        }
+        Ok(block)
+    }
+
+    fn next_block_unchecked(&mut self) -> Result<Option<CheckedBlock>> {
         loop {
             if self.cursor.is_none() {
                 if self.seg_index >= self.segments.len() {

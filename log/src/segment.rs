@@ -318,6 +318,15 @@ impl SegmentFile {
             return Ok(None);
         };
         let body_len_u64 = body_len as u64;
+        if body_len > format::MAX_FOOTER_BODY_BYTES {
+            return Err(corrupt(
+                tail_at,
+                format!(
+                    "footer length {body_len} exceeds the format's limit of {} bytes",
+                    format::MAX_FOOTER_BODY_BYTES
+                ),
+            ));
+        }
         if body_len_u64 > tail_at - SEGMENT_HEADER_LEN as u64
             || !body_len.is_multiple_of(format::ALIGN)
         {
@@ -333,6 +342,35 @@ impl SegmentFile {
             .map_err(|e| Error::io("read segment footer", &self.path, e))?;
         let footer = Footer::decode(&body, crc).map_err(|why| corrupt(start, why))?;
         Ok(Some((footer, start)))
+    }
+}
+
+/// A block known only by its header: its checksum passed, nothing else was checked.
+#[derive(Debug, Clone)]
+pub(crate) struct HeaderOnly {
+    pub(crate) seg: Arc<SegmentFile>,
+    pub(crate) offset: u64,
+    pub(crate) header: BlockHeader,
+    /// The link stored before the block (in the header before it, an index entry or the
+    /// segment header): the one its own link must be computed from.
+    pub(crate) prev_link: Link,
+}
+
+impl HeaderOnly {
+    /// Reads the block and checks it in full: its frames, and its link recomputed from
+    /// the link stored before it (or, without a chainer, its frame checksums). Returns
+    /// the corruption found otherwise.
+    pub(crate) fn verify(&self, chainer: Option<&Chainer>) -> Result<()> {
+        let end = self.offset + self.header.total_len() as u64;
+        let mut cursor = BlockCursor::new(
+            Arc::clone(&self.seg),
+            self.offset,
+            end,
+            self.header.first_seq,
+            0,
+            self.prev_link,
+        );
+        cursor.verify_block(self, chainer)
     }
 }
 
@@ -573,30 +611,120 @@ impl BlockCursor {
         Ok(Step::Block(self.checked(offset, header, frames_at)))
     }
 
-    /// Moves past whole blocks that end before `seq`, reading only their headers. The
-    /// block the cursor stops at is checked in full by the next [`BlockCursor::next`];
-    /// its chain starts from the link stored in the last skipped header.
-    pub(crate) fn skip_before(&mut self, until: impl Fn(&BlockHeader) -> bool) -> Result<()> {
+    /// Moves past whole blocks for which `until` holds, reading only their headers (a
+    /// header's checksum is all that covers what `until` looks at). The block the cursor
+    /// stops at is checked in full by the next [`BlockCursor::next`]; its chain starts
+    /// from the link stored in the last skipped header. Returns the last block skipped:
+    /// the caller must check it in full before it trusts that the skip was right.
+    pub(crate) fn skip_before(
+        &mut self,
+        until: impl Fn(&BlockHeader) -> bool,
+    ) -> Result<Option<HeaderOnly>> {
+        let mut last = None;
         while self.pos < self.end && self.end - self.pos >= BLOCK_HEADER_LEN as u64 {
             let Some(at) = self.window(self.pos, BLOCK_HEADER_LEN)? else {
-                return Ok(());
+                break;
             };
             let Ok(header) = BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN])
             else {
-                return Ok(()); // `next` reports it
+                break; // `next` reports it
             };
             if header.first_seq != self.next_seq
                 || header.total_len() as u64 > self.end - self.pos
                 || !until(&header)
             {
-                return Ok(());
+                break;
             }
+            last = Some(HeaderOnly {
+                seg: Arc::clone(&self.seg),
+                offset: self.pos,
+                header,
+                prev_link: self.prev_link,
+            });
             self.pos += header.total_len() as u64;
             self.next_seq = header.next_seq();
             self.last_ts = header.last_ts;
             self.prev_link = header.link;
         }
+        Ok(last)
+    }
+
+    /// Walks block headers from the cursor's position to the block that ends exactly at
+    /// `end_offset`, and returns it (known by its header only). `None` if no walk of
+    /// intact headers lands there.
+    pub(crate) fn header_ending_at(&mut self, end_offset: u64) -> Result<Option<HeaderOnly>> {
+        while self.pos < end_offset && end_offset - self.pos >= BLOCK_HEADER_LEN as u64 {
+            let Some(at) = self.window(self.pos, BLOCK_HEADER_LEN)? else {
+                return Ok(None);
+            };
+            let Ok(header) = BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN])
+            else {
+                return Ok(None);
+            };
+            let total = header.total_len() as u64;
+            if total > end_offset - self.pos {
+                return Ok(None);
+            }
+            if self.pos + total == end_offset {
+                return Ok(Some(HeaderOnly {
+                    seg: Arc::clone(&self.seg),
+                    offset: self.pos,
+                    header,
+                    prev_link: self.prev_link,
+                }));
+            }
+            self.pos += total;
+            self.prev_link = header.link;
+        }
+        Ok(None)
+    }
+
+    /// Checks in full a block of this cursor's segment known by its header, without
+    /// moving the cursor: its frames, and its link recomputed from the link stored
+    /// before it (without a chainer, its frame checksums). Reads it from the chunk when
+    /// it is there.
+    pub(crate) fn verify_block(
+        &mut self,
+        block: &HeaderOnly,
+        chainer: Option<&Chainer>,
+    ) -> Result<()> {
+        let offset = block.offset;
+        let seq = block.header.first_seq;
+        let (header, frames_at) = match self.read_raw(offset)? {
+            RawBlock::Block { header, frames_at } if header == block.header => (header, frames_at),
+            RawBlock::Block { .. } => {
+                return Err(self.corrupt(
+                    offset,
+                    Some(seq),
+                    CorruptionKind::BlockHeader("changed while it was read".to_owned()),
+                ));
+            }
+            RawBlock::NoBlock { detail } => {
+                return Err(self.corrupt(offset, Some(seq), CorruptionKind::BlockHeader(detail)));
+            }
+        };
+        let frames = self.raw_frames(&header, frames_at);
+        let link_ok =
+            chainer.map(|c| c.link(frames, &header.chain_meta(), &block.prev_link) == header.link);
+        if let Err((frame_offset, frame_seq, why)) =
+            check_frames(&header, frames, link_ok != Some(true))
+        {
+            let at = offset + BLOCK_HEADER_LEN as u64 + frame_offset as u64;
+            return Err(self.corrupt(
+                at,
+                Some(frame_seq),
+                CorruptionKind::Frame(format!("frame at byte {at} (seq {frame_seq}): {why}")),
+            ));
+        }
+        if link_ok == Some(false) {
+            return Err(self.corrupt(offset, Some(seq), CorruptionKind::ChainMismatch));
+        }
         Ok(())
+    }
+
+    /// The segment this cursor reads, shared.
+    pub(crate) fn segment_arc(&self) -> &Arc<SegmentFile> {
+        &self.seg
     }
 
     /// The segment this cursor reads.
@@ -660,7 +788,7 @@ pub(crate) fn check_frames(
             "frames do not fill their block".to_owned(),
         ));
     }
-    if header.first_ts + u64::from(prev_delta) != header.last_ts {
+    if header.first_ts.checked_add(u64::from(prev_delta)) != Some(header.last_ts) {
         return Err((
             at - FRAME_HEADER_LEN.min(at),
             header.last_seq(),

@@ -169,6 +169,15 @@ pub(crate) fn point_after_footer(
             footer.last_seq
         )));
     };
+    // Every record takes at least a frame header, so a segment cannot hold more
+    // records than its data bytes hold frame headers.
+    let data_bytes = footer_start.saturating_sub(crate::format::SEGMENT_HEADER_LEN as u64);
+    if footer.record_count > data_bytes / crate::format::FRAME_HEADER_LEN as u64 {
+        return Err(fail(format!(
+            "footer counts {} records, more than its {data_bytes} bytes of blocks can hold",
+            footer.record_count
+        )));
+    }
     if footer.record_count != next_seq - footer.first_seq {
         return Err(fail(format!(
             "footer counts {} records for seqs {}..={}",

@@ -2,7 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -233,6 +233,9 @@ pub struct Log {
     chainer: Chainer,
     key_id: [u8; 32],
     _lock: File,
+    /// The lock file's path and the (device, inode) of the file this writer locked.
+    lock_path: PathBuf,
+    lock_id: (u64, u64),
     active: Active,
     segments: usize,
     buf: Vec<u8>,
@@ -306,7 +309,7 @@ impl Log {
         for entry in &listing.segments {
             precheck_header(entry)?;
         }
-        let lock = lock_dir(&dir)?;
+        let (lock, lock_id) = lock_dir(&dir)?;
         let key_id = opts.key.as_ref().map(ChainKey::id);
         let chainer = Chainer::new(opts.key.as_ref());
         let recovered = recover(&dir, key_id, &chainer, opts.verify_on_open)?;
@@ -398,11 +401,14 @@ impl Log {
             torn_segment,
             created,
         };
+        let lock_path = dir.join(LOCK_FILE_NAME);
         let log = Log {
             dir,
             chainer,
             key_id: key_id.unwrap_or([0; 32]),
             _lock: lock,
+            lock_path,
+            lock_id,
             active,
             segments,
             buf: Vec::with_capacity(opts.write_buffer_bytes + opts.block_bytes_max),
@@ -489,6 +495,7 @@ impl Log {
     /// [`Error::Poisoned`] after an earlier I/O failure, and I/O errors (which poison).
     pub fn append(&mut self, record: Record<'_>) -> Result<Seq> {
         self.check_record(&record, self.last_ts)?;
+        self.check_seq_space(1)?;
         self.check_poisoned()?;
         let seq = self.push(&record)?;
         self.end_of_call()?;
@@ -509,6 +516,7 @@ impl Log {
             self.check_record(r, last_ts)?;
             last_ts = r.ts_ns;
         }
+        self.check_seq_space(records.len())?;
         self.check_poisoned()?;
         let mut last = None;
         for r in records {
@@ -522,9 +530,11 @@ impl Log {
     ///
     /// # Errors
     ///
-    /// I/O errors, which poison the log.
+    /// I/O errors, which poison the log; [`Error::LockLost`] if the lock file was
+    /// replaced or removed.
     pub fn flush(&mut self) -> Result<()> {
         self.check_poisoned()?;
+        self.check_lock()?;
         self.write_out()
     }
 
@@ -533,12 +543,33 @@ impl Log {
     /// # Errors
     ///
     /// I/O errors, which poison the log: a failed fsync is never retried, because the
-    /// kernel may have dropped the dirty data it could not write.
+    /// kernel may have dropped the dirty data it could not write. [`Error::LockLost`]
+    /// if the lock file was replaced or removed.
     pub fn sync(&mut self) -> Result<Option<Seq>> {
         self.check_poisoned()?;
+        self.check_lock()?;
         self.write_out()?;
         self.sync_active()?;
         Ok(self.durable_seq())
+    }
+
+    /// Checks that the lock file is still the file this writer locked, and poisons the
+    /// writer if not: whoever replaced or removed it may have let a second writer in,
+    /// and two writers acknowledging appends would give two records one seq. One
+    /// `lstat` per call that hands records to the OS or acknowledges them.
+    fn check_lock(&mut self) -> Result<()> {
+        let reason = match fs::symlink_metadata(&self.lock_path) {
+            Ok(m) if (m.dev(), m.ino()) == self.lock_id => return Ok(()),
+            Ok(_) => "was replaced by another file".to_owned(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => "was removed".to_owned(),
+            Err(e) => format!("cannot be checked ({e})"),
+        };
+        let err = Error::LockLost {
+            lock: self.lock_path.clone(),
+            reason,
+        };
+        self.poisoned = Some(Arc::new(io::Error::other(err.to_string())));
+        Err(err)
     }
 
     /// Syncs everything and releases the directory. Dropping a `Log` writes its buffer
@@ -558,6 +589,19 @@ impl Log {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Refuses `n` more records (and a preamble per segment they may start) when their
+    /// seqs would run past the largest one: a log recovered from a crafted footer could
+    /// otherwise wrap its seqs around.
+    fn check_seq_space(&self, n: usize) -> Result<()> {
+        let needed = (n as u64).saturating_mul(1 + self.preamble.len() as u64);
+        if self.next_seq.checked_add(needed).is_none() {
+            return Err(Error::SeqSpaceExhausted {
+                next_seq: self.next_seq,
+            });
+        }
+        Ok(())
     }
 
     fn check_record(&self, r: &Record<'_>, last_ts: u64) -> Result<()> {
@@ -699,6 +743,9 @@ impl Log {
         if self.buf.is_empty() {
             return Ok(());
         }
+        // IMPORTANT: checked before the bytes reach the file, so a writer that lost its
+        // lock writes nothing a second writer could be writing too.
+        self.check_lock()?;
         if let Err(e) = self.active.file.append(&self.buf) {
             return Err(self.poison("write segment", e));
         }
@@ -822,6 +869,9 @@ fn bump(counts: &mut Vec<u64>, t: u16, n: u64) {
 fn add_index_entry(active: &mut Active, e: IndexEntry, interval: u64) {
     let due = match active.last_indexed_offset {
         None => true,
+        // Past the format's limit a segment's index stops growing: a seek then skips
+        // more block headers, and the footer stays within what readers accept.
+        Some(_) if active.index.len() >= format::MAX_FOOTER_INDEX_ENTRIES => false,
         Some(last) => e.offset - last >= interval,
     };
     if due {
@@ -928,7 +978,9 @@ fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
-fn lock_dir(dir: &Path) -> Result<File> {
+/// Creates (or opens) and locks the lock file; returns it with the (device, inode) it
+/// was locked as.
+fn lock_dir(dir: &Path) -> Result<(File, (u64, u64))> {
     let path = dir.join(LOCK_FILE_NAME);
     // Never through a symbolic link: the writer truncates the lock file and writes its
     // pid into it, which must not land in a file outside the log.
@@ -956,19 +1008,37 @@ fn lock_dir(dir: &Path) -> Result<File> {
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
+            // The holder wrote its pid and a newline: read no more than that, whatever
+            // the file has grown to.
+            let mut head = Vec::with_capacity(32);
+            let _ = (&mut file).take(32).read_to_end(&mut head);
+            let holder_pid = std::str::from_utf8(&head)
+                .ok()
+                .and_then(|t| t.lines().next())
+                .and_then(|line| line.trim().parse().ok());
             return Err(Error::Locked {
                 dir: dir.to_owned(),
-                holder_pid: text.trim().parse().ok(),
+                holder_pid,
             });
         }
         Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
     }
+    // The file locked must be the one the path names now: another process may have
+    // removed or replaced it between our open and our lock.
+    let id = (meta.dev(), meta.ino());
+    match fs::symlink_metadata(&path) {
+        Ok(now) if (now.dev(), now.ino()) == id => {}
+        _ => {
+            return Err(Error::Locked {
+                dir: dir.to_owned(),
+                holder_pid: None,
+            });
+        }
+    }
     file.set_len(0)
         .and_then(|()| writeln!(file, "{}", std::process::id()))
         .map_err(|e| Error::io("write lock file", &path, e))?;
-    Ok(file)
+    Ok((file, id))
 }
 
 /// The state of the last segment after recovery's scan.
@@ -1118,4 +1188,60 @@ pub(crate) fn check_continuity(
         return Err(corrupt(CorruptionKind::ChainBreak));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct NullFile;
+
+    impl WriteFile for NullFile {
+        fn append(&mut self, _: &[u8]) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync_data(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn truncate(&mut self, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_segments_index_stops_growing_at_the_formats_limit() {
+        let mut active = Active {
+            path: PathBuf::from("x"),
+            file: Box::new(NullFile),
+            first_seq: 0,
+            written_len: 0,
+            writeback_from: 0,
+            record_count: 0,
+            block_count: 0,
+            first_ts: None,
+            type_counts: Vec::new(),
+            index: Vec::new(),
+            last_indexed_offset: None,
+        };
+        let blocks = format::MAX_FOOTER_INDEX_ENTRIES as u64 + 10;
+        for i in 0..blocks {
+            let e = IndexEntry {
+                first_seq: i,
+                first_ts: i,
+                offset: SEGMENT_HEADER_LEN as u64 + i * 80,
+                prev_link: GENESIS_LINK,
+            };
+            add_index_entry(&mut active, e, 1);
+        }
+        assert_eq!(active.index.len(), format::MAX_FOOTER_INDEX_ENTRIES);
+        let footer = Footer {
+            index: active.index,
+            type_counts: (0..=u16::MAX).map(|t| (t, 1)).collect(),
+            ..Footer::default()
+        };
+        let encoded = footer.encode();
+        let body_len = encoded.len() - format::TRAILER_LEN;
+        assert_eq!(body_len, format::MAX_FOOTER_BODY_BYTES);
+    }
 }

@@ -359,3 +359,66 @@ fn a_seal_finished_by_recovery_is_durable_and_read_only_before_the_next_segment(
     assert_eq!(read_all(dir.path()), acked.unwrap() + 1);
     blackbox_log::verify(dir.path(), None, None).unwrap();
 }
+
+#[test]
+fn a_writer_whose_lock_file_was_replaced_or_removed_stops_before_it_acknowledges() {
+    // Regression: replacing DIR/LOCK under a running writer (an export written over it,
+    // say) let a second writer in, and both acknowledged appends: two records per seq.
+    for (how, durability) in [
+        ("replaced", Durability::Sync),
+        ("replaced", Durability::Flush),
+        ("removed", Durability::Buffered),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(blackbox_log::LOCK_FILE_NAME);
+        let opts = LogOptions::new().durability(durability);
+        let (mut first, _) = Log::open(dir.path(), opts.clone()).unwrap();
+        first
+            .append(Record::new(RecordType(1), 1, b"before"))
+            .unwrap();
+        first.flush().unwrap();
+        if how == "replaced" {
+            let other = dir.path().join(".LOCK.new");
+            fs::write(&other, b"someone else's\n").unwrap();
+            fs::rename(&other, &lock).unwrap();
+        } else {
+            fs::remove_file(&lock).unwrap();
+        }
+        // The next call that hands records to the OS or acknowledges refuses.
+        let refused = match durability {
+            Durability::Buffered => {
+                first
+                    .append(Record::new(RecordType(1), 2, b"lost"))
+                    .unwrap();
+                first.flush().unwrap_err()
+            }
+            _ => first
+                .append(Record::new(RecordType(1), 2, b"lost"))
+                .unwrap_err(),
+        };
+        assert!(
+            matches!(&refused, Error::LockLost { .. }),
+            "{how} {durability:?}: {refused}"
+        );
+        let text = refused.to_string();
+        assert!(text.contains(how) && text.contains("LOCK"), "{text}");
+        assert!(matches!(first.sync(), Err(Error::Poisoned { .. })));
+
+        // A second writer may now take the log: the seqs stay dense, one record each.
+        let (mut second, recovery) = Log::open(dir.path(), opts).unwrap();
+        assert_eq!(recovery.last_seq, Some(Seq(0)), "{how} {durability:?}");
+        second
+            .append(Record::new(RecordType(1), 3, b"after"))
+            .unwrap();
+        second.close().unwrap();
+        drop(first);
+        let payloads: Vec<Vec<u8>> = LogReader::open(dir.path())
+            .unwrap()
+            .records(..)
+            .unwrap()
+            .map(|r| r.unwrap().payload().to_vec())
+            .collect();
+        assert_eq!(payloads, [b"before".to_vec(), b"after".to_vec()], "{how}");
+        blackbox_log::verify(dir.path(), None, None).unwrap();
+    }
+}

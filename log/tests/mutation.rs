@@ -4,7 +4,8 @@
 //! garbage, bytes inserted or removed) and then opened, read and verified. No path may
 //! panic: a recorder that crashes on a bad file fails the investigation that needed it.
 //! And whenever `verify` accepts the damaged log, it must hold exactly the records
-//! written, or a prefix of them where the damage was a torn tail. Salvage, whatever the
+//! written, or a prefix of them where the damage was a torn tail, and reads by time and
+//! by seq from inside it return exactly those records from there on. Salvage, whatever the
 //! damage, yields only records exactly as written and accounts for every seq below the
 //! last one it yields, as read or as lost.
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
@@ -18,7 +19,7 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use blackbox_log::{Durability, Log, LogOptions, LogReader, LostSeqs, Record, Salvaged};
+use blackbox_log::{Durability, Log, LogOptions, LogReader, LostSeqs, Record, Salvaged, Seq};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -126,6 +127,27 @@ proptest! {
                 prop_assert_eq!(&r.payload, &e.payload);
                 prop_assert_eq!(r.ts, e.ts_ns);
                 prop_assert_eq!(r.record_type, e.record_type.0);
+            }
+            // Reads that start inside it return exactly what it holds from there.
+            if !got.is_empty() {
+                let k = segment_pick % got.len();
+                let reader = LogReader::open(dir.path()).unwrap();
+                let by_time: Vec<u64> = reader
+                    .records_by_time(got[k].ts..)
+                    .unwrap()
+                    .map(|r| r.map(|r| r.seq().0))
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                let expected: Vec<u64> =
+                    got.iter().filter(|r| r.ts >= got[k].ts).map(|r| r.seq).collect();
+                prop_assert_eq!(by_time, expected);
+                let by_seq = reader
+                    .records(Seq(got[k].seq)..)
+                    .unwrap()
+                    .map(|r| r.map(|r| r.seq().0))
+                    .collect::<Result<Vec<_>, _>>()
+                    .unwrap();
+                prop_assert_eq!(by_seq, (got[k].seq..got.len() as u64).collect::<Vec<_>>());
             }
         }
         // Salvage reads around any damage: every record it yields is exactly the one

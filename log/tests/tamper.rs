@@ -1091,3 +1091,258 @@ fn structure_describes_every_segment_of_an_intact_log() {
         "the digest of an intact log is the writer's"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Range reads never skip records silently
+// ---------------------------------------------------------------------------------------
+//
+// A range read positions itself by what only checksums cover: the footers' last
+// timestamps (binary search over segments), the sparse index (first seq, first ts,
+// offset, previous link) and the headers of the blocks it skips. Each case rewrites one
+// of them, checksum recomputed, so that the read would start after records in its
+// range: the read must then return every record in the range or fail, never fewer.
+
+/// Rewrites a block header's bytes with `edit` and recomputes its checksum.
+fn patch_block_header(path: &Path, start: u64, edit: impl FnOnce(&mut [u8])) {
+    let mut bytes = fs::read(path).unwrap();
+    let h = &mut bytes[to_usize(start)..to_usize(start) + BLOCK_HEADER_LEN];
+    edit(h);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[0..12]), &h[16..BLOCK_HEADER_LEN]);
+    h[12..16].copy_from_slice(&crc.to_le_bytes());
+    write_file(path, &bytes);
+}
+
+/// Rewrites a sealed segment's footer body with `edit` and recomputes its checksum.
+fn patch_footer(seg: &common::Layout, edit: impl FnOnce(&mut [u8])) {
+    let (body, trailer) = seg.footer.clone().unwrap();
+    let mut bytes = fs::read(&seg.path).unwrap();
+    let (b, t) = (to_usize(body.start), to_usize(trailer.start));
+    edit(&mut bytes[b..t]);
+    let crc = crc32c::crc32c(&bytes[b..t]);
+    bytes[t + 4..t + 8].copy_from_slice(&crc.to_le_bytes());
+    write_file(&seg.path, &bytes);
+}
+
+/// The footer's index entries: (first seq, first ts, offset) at body bytes 96 + 16 T.
+fn index_entries(seg: &common::Layout) -> Vec<(usize, u64, u64, u64)> {
+    let (body, _) = seg.footer.clone().unwrap();
+    let bytes = fs::read(&seg.path).unwrap();
+    let f = &bytes[to_usize(body.start)..to_usize(body.end)];
+    let types = common::le_u32(f, 88) as usize;
+    let n = common::le_u32(f, 92) as usize;
+    (0..n)
+        .map(|i| {
+            let at = 96 + types * 16 + i * 56;
+            (at, le_u64(f, at), le_u64(f, at + 8), le_u64(f, at + 16))
+        })
+        .collect()
+}
+
+fn reader(dir: &Path, key: Option<[u8; 32]>) -> blackbox_log::LogReader {
+    blackbox_log::LogReader::open_with(
+        dir,
+        blackbox_log::ReaderOptions {
+            key: key.map(ChainKey::new),
+        },
+    )
+    .unwrap()
+}
+
+fn collect(records: blackbox_log::Result<blackbox_log::Records>) -> blackbox_log::Result<Vec<Rec>> {
+    records?
+        .map(|r| {
+            r.map(|r| Rec {
+                seq: r.seq().0,
+                ts: r.ts_ns(),
+                record_type: r.record_type().0,
+                payload: r.payload().to_vec(),
+            })
+        })
+        .collect()
+}
+
+/// A read by time from `lo` must fail with a corruption, and the same read of the
+/// undamaged log returns every record from `lo` on: the damage hid some of them.
+fn time_read_fails(built: &Built, dir: &Path, key: Option<[u8; 32]>, lo: u64, what: &str) {
+    let whole: Vec<Rec> = built.recs.iter().filter(|r| r.ts >= lo).cloned().collect();
+    assert_eq!(
+        collect(reader(built.dir.path(), key).records_by_time(lo..)).unwrap(),
+        whole,
+        "{what}"
+    );
+    match collect(reader(dir, key).records_by_time(lo..)) {
+        Ok(got) => panic!(
+            "{what}: the read returned {} of the {} records from ts {lo} without an error",
+            got.len(),
+            whole.len()
+        ),
+        Err(Error::Corrupt(_)) => {}
+        Err(other) => panic!("{what}: expected a corruption, got {other}"),
+    }
+}
+
+/// A block of `seg` (after its first) whose records span more than one timestamp.
+fn block_with_a_time_span(seg: &common::Layout, built: &Built) -> (usize, u64, u64) {
+    seg.blocks
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find_map(|(i, b)| {
+            let first = built.recs[to_usize(b.first_seq)].ts;
+            let last = built.recs[to_usize(b.frames.last().unwrap().seq)].ts;
+            (first < last).then_some((i, first, last))
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_lowered_last_ts_in_a_skipped_block_header_is_caught() {
+    // Regression: a read by time skipped blocks by their headers' last timestamp, which
+    // only a checksum covers: lowered, the block's records in range were skipped.
+    for key in [None, Some(REAL_KEY)] {
+        let built = standard(key);
+        let segs = built.segments();
+        for (name, path) in [("sealed", &segs[1]), ("active", segs.last().unwrap())] {
+            let copy = copy_dir(built.dir.path());
+            let seg = layout(&in_dir(copy.path(), path));
+            let (i, first_ts, last_ts) = block_with_a_time_span(&seg, &built);
+            patch_block_header(&seg.path, seg.blocks[i].start, |h| {
+                h[32..40].copy_from_slice(&first_ts.to_le_bytes());
+            });
+            let what = format!("{name} segment, key {}", key.is_some());
+            time_read_fails(&built, copy.path(), key, last_ts, &what);
+        }
+    }
+}
+
+#[test]
+fn a_lowered_last_block_cannot_empty_a_read() {
+    // The skipped block is the log's last: with nothing after it to read, the read
+    // would have ended empty.
+    for key in [None, Some(REAL_KEY)] {
+        let built = standard(key);
+        let copy = copy_dir(built.dir.path());
+        let seg = layout(&in_dir(copy.path(), built.segments().last().unwrap()));
+        let last = seg.blocks.last().unwrap();
+        let first_ts = built.recs[to_usize(last.first_seq)].ts;
+        let last_ts = built.recs.last().unwrap().ts;
+        assert!(first_ts < last_ts, "the last block spans one timestamp");
+        patch_block_header(&seg.path, last.start, |h| {
+            h[32..40].copy_from_slice(&first_ts.to_le_bytes());
+        });
+        time_read_fails(&built, copy.path(), key, last_ts, "last block");
+    }
+}
+
+#[test]
+fn a_lowered_last_ts_in_a_footer_is_caught() {
+    // Regression: the binary search over segments trusted the footers' last
+    // timestamps: lowered, a read by time started at the next segment.
+    for key in [None, Some(REAL_KEY)] {
+        let built = standard(key);
+        let copy = copy_dir(built.dir.path());
+        let seg = layout(&in_dir(copy.path(), &built.segments()[1]));
+        let first = built.recs[to_usize(seg.blocks[0].first_seq)].ts;
+        let last_seq = seg.blocks.last().unwrap().frames.last().unwrap().seq;
+        let lo = built.recs[to_usize(last_seq)].ts;
+        assert!(first < lo);
+        patch_footer(&seg, |f| f[48..56].copy_from_slice(&(lo - 1).to_le_bytes()));
+        time_read_fails(&built, copy.path(), key, lo, "footer last ts");
+    }
+}
+
+#[test]
+fn a_lowered_first_ts_in_an_index_entry_is_caught() {
+    // Regression: the seek took the last index entry whose first timestamp is before
+    // the range; lowered, a later entry was taken and the records before it skipped.
+    for key in [None, Some(REAL_KEY)] {
+        let built = standard(key);
+        let copy = copy_dir(built.dir.path());
+        let seg = layout(&in_dir(copy.path(), &built.segments()[1]));
+        let entries = index_entries(&seg);
+        assert!(entries.len() >= 3, "{} index entries", entries.len());
+        let first_seq = entries[2].1;
+        let lo = built.recs[to_usize(first_seq - 1)].ts; // the record just before
+        assert!(lo > entries[1].2);
+        // Every entry from the third on claims to start before `lo`, whichever the
+        // seek picks.
+        patch_footer(&seg, |f| {
+            for &(at, ..) in &entries[2..] {
+                f[at + 8..at + 16].copy_from_slice(&(lo - 1).to_le_bytes());
+            }
+        });
+        time_read_fails(&built, copy.path(), key, lo, "index first ts");
+    }
+}
+
+#[test]
+fn an_index_entry_moved_to_a_later_block_is_caught() {
+    // Index entries rewritten to point at a later block, with that block's first seq
+    // and the link stored before it (copied from the header before it): the seek lands
+    // past records in range, on a block whose chain link verifies.
+    for key in [None, Some(REAL_KEY)] {
+        let built = standard(key);
+        let copy = copy_dir(built.dir.path());
+        let seg = layout(&in_dir(copy.path(), &built.segments()[1]));
+        let entries = index_entries(&seg);
+        let position = |offset: u64| seg.blocks.iter().position(|b| b.start == offset).unwrap();
+        // An entry whose block k is followed by two blocks without an entry, the second
+        // of which spans a later time than the entry's first.
+        let last_ts_of =
+            |b: &common::BlockAt| built.recs[to_usize(b.frames.last().unwrap().seq)].ts;
+        let (j, k) = (1..entries.len())
+            .find_map(|j| {
+                let k = position(entries[j].3);
+                let next_entry = entries
+                    .get(j + 1)
+                    .map_or(seg.blocks.len(), |e| position(e.3));
+                (next_entry >= k + 3 && last_ts_of(&seg.blocks[k + 1]) > entries[j].2)
+                    .then_some((j, k))
+            })
+            .unwrap();
+        let target = &seg.blocks[k + 2];
+        let bytes = fs::read(&seg.path).unwrap();
+        let prev_link_at = to_usize(seg.blocks[k + 1].start) + 40;
+        let prev_link = bytes[prev_link_at..prev_link_at + 32].to_vec();
+        // That entry and every one before it point at the target, whichever the seek
+        // picks.
+        patch_footer(&seg, |f| {
+            for &(at, ..) in &entries[..=j] {
+                f[at..at + 8].copy_from_slice(&target.first_seq.to_le_bytes());
+                f[at + 16..at + 24].copy_from_slice(&target.start.to_le_bytes());
+                f[at + 24..at + 56].copy_from_slice(&prev_link);
+            }
+        });
+        // From the last record of the block before the target: in range, and skipped.
+        let lo = last_ts_of(&seg.blocks[k + 1]);
+        time_read_fails(&built, copy.path(), key, lo, "index entry moved");
+    }
+}
+
+#[test]
+fn a_lowered_count_in_the_last_block_cannot_empty_a_seq_read() {
+    // Regression: a read by seq skips blocks whose header says they end before the
+    // range; the last block's count lowered (checksum recomputed) made a read of the
+    // log's last records return nothing. Anywhere else the next block's seq gives the
+    // lie away; at the end nothing followed.
+    for key in [None, Some(REAL_KEY)] {
+        let built = standard(key);
+        let copy = copy_dir(built.dir.path());
+        let seg = layout(&in_dir(copy.path(), built.segments().last().unwrap()));
+        let last = seg.blocks.last().unwrap();
+        let count = u32::try_from(last.frames.len()).unwrap();
+        assert!(count >= 2, "the last block holds one record");
+        patch_block_header(&seg.path, last.start, |h| {
+            h[8..12].copy_from_slice(&(count - 1).to_le_bytes());
+        });
+        let lo = built.recs.last().unwrap().seq;
+        assert_eq!(
+            collect(reader(built.dir.path(), key).records(Seq(lo)..)).unwrap(),
+            built.recs[to_usize(lo)..].to_vec()
+        );
+        match collect(reader(copy.path(), key).records(Seq(lo)..)) {
+            Ok(got) => panic!("the read returned {got:?} without an error"),
+            Err(e) => assert!(matches!(e, Error::Corrupt(_)), "{e}"),
+        }
+    }
+}
