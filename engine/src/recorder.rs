@@ -363,6 +363,14 @@ impl Recorder {
             writer: OnceLock::new(),
         });
         let mut restored = restore(dir, &shared, config.restore_working_memory)?;
+        shared.kinds.set_restored(
+            restored
+                .totals
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| **c != Counters::default())
+                .map(|(id, _)| u32::try_from(id).unwrap_or(u32::MAX)),
+        );
         if let Some(seq) = recovery.last_seq {
             // Stamps go on from the log's last one, wherever the clock is now (the log
             // refuses a lower timestamp).
@@ -613,7 +621,15 @@ impl Recorder {
         let Some(Msg::Event(msg)) = self.prepare(event, true)? else {
             return Err(Error::Closed);
         };
-        self.request(|reply| Msg::Evidence(msg, reply))
+        // Counted as sent by `prepare`: it is sent whatever the recorder's state now (a
+        // close waits for it), or uncounted if it cannot be.
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(Msg::Evidence(msg, reply)) {
+            self.unsend(&msg);
+            return Err(self.shared.failure());
+        }
+        self.shared.wake_writer();
+        rx.recv().unwrap_or_else(|_| Err(self.shared.failure()))
     }
 
     /// The knowledge base, opened on first use from `DIR/kb/` and caught up with the
@@ -725,11 +741,15 @@ impl Recorder {
     }
 
     /// Per-kind counters, running totals since the log was created, including every
-    /// event recorded before this call.
+    /// event this thread recorded before this call. `seen` also counts events other
+    /// threads recorded that are still on their way to the writer (their outcomes are
+    /// not counted yet): with no producer recording, every kind balances. After the
+    /// writer failed, the counters are still given, with the events it could not write
+    /// counted `lost`.
     ///
     /// # Errors
     ///
-    /// [`Error::Writer`] or [`Error::Closed`].
+    /// [`Error::Closed`].
     pub fn stats(&self) -> Result<BTreeMap<String, Counters>> {
         self.request(Msg::Stats)
     }
