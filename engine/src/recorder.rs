@@ -1306,6 +1306,8 @@ impl Writer {
                 self.fail(&e);
             }
         } else {
+            // The barrier applies every durability mode: nothing is left dirty.
+            self.dirty = false;
             let r = self.log.sync().map_err(Error::from);
             if let Err(e) = &r {
                 // Failed before anyone hears of it, so no record() that follows the
@@ -1604,19 +1606,8 @@ impl Writer {
     /// pre-roll of a trigger taken, or neither.
     fn phase(&mut self, ts: u64) -> Phase {
         if self.shared.triggers_pending.load(Ordering::SeqCst) > 0 {
-            let shared = Arc::clone(&self.shared);
-            let mut triggers = shared.triggers.lock();
-            let mut i = 0;
-            while i < triggers.len() {
-                if triggers[i].lost {
-                    // Lost to overflow: its post-roll opens all the same.
-                    let t = triggers.swap_remove(i);
-                    shared.triggers_pending.fetch_sub(1, Ordering::SeqCst);
-                    self.add_span(t.ts_ns, t.postroll_end_ns);
-                } else {
-                    i += 1;
-                }
-            }
+            self.take_lost_triggers();
+            let triggers = self.shared.triggers.lock();
             // Strictly after: an event stamped at the same time as the trigger that
             // reached the writer first was recorded before it.
             if triggers
@@ -1640,6 +1631,23 @@ impl Writer {
             }
         }
         phase
+    }
+
+    /// Opens the post-roll of the triggers lost to overflow (they never reach the
+    /// writer) and stops counting them as pending.
+    fn take_lost_triggers(&mut self) {
+        let shared = Arc::clone(&self.shared);
+        let mut triggers = shared.triggers.lock();
+        let mut i = 0;
+        while i < triggers.len() {
+            if triggers[i].lost {
+                let t = triggers.swap_remove(i);
+                shared.triggers_pending.fetch_sub(1, Ordering::SeqCst);
+                self.add_span(t.ts_ns, t.postroll_end_ns);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Adds a post-roll window, merged with those it overlaps; returns the end of the
@@ -1822,6 +1830,9 @@ impl Writer {
     /// checkpoints. They are due by the clock, but stamped with the last stamp written:
     /// events still queued behind them keep their own times.
     fn timers(&mut self, now: u64) -> Result<()> {
+        if self.shared.triggers_pending.load(Ordering::SeqCst) > 0 {
+            self.take_lost_triggers();
+        }
         let at = self.last_stamp_ns;
         let ended: Vec<(u32, u64)> = self
             .windows
