@@ -27,7 +27,11 @@
 //! `record_drop/*`: `Recorder::record` of a drop-tier event (no payload) from one and
 //! from two threads, the events split evenly; the time is from the threads' start to the
 //! last one's end. This is the producer's whole cost of an event the policy drops:
-//! classification (a cached lookup), the clock, the post-roll check and one atomic add.
+//! classification (a cached lookup), the post-roll check and one atomic add.
+//! `1_thread_beside_preroll_rule` is the same with a policy that also has a drop rule
+//! with `preroll = true` (and incident capture): the plain drop tier keeps its fast
+//! path. `preroll_rule_1_thread` records that rule's own kind, whose events go to the
+//! writer's pre-roll ring (a channel send each).
 
 use std::hint::black_box;
 use std::path::Path;
@@ -135,11 +139,52 @@ fn ingest(c: &mut Criterion) {
     group.finish();
 }
 
+/// Drop-tier policies of the `record_drop` benches.
+#[derive(Clone, Copy)]
+enum DropPolicy {
+    /// `bench.*` dropped, nothing else.
+    Plain,
+    /// `bench.*` dropped, beside a drop rule that keeps `trace.*` for the pre-roll and
+    /// incident capture: the plain drop tier must not get slower for it.
+    BesidePreroll,
+    /// The kind recorded is the pre-roll drop rule's own (it goes to the writer's ring).
+    Preroll,
+}
+
+fn drop_recorder(dir: &Path, which: DropPolicy) -> (Recorder, &'static str) {
+    let incident = blackbox::IncidentPolicy::new(&["failure.*"]);
+    let (policy, kind) = match which {
+        DropPolicy::Plain => (policy(Tier::Drop), "bench.dropped"),
+        DropPolicy::BesidePreroll | DropPolicy::Preroll => (
+            Policy::builder()
+                .rule("bench.*", Tier::Drop)
+                .drop_rule_with_preroll("trace.*")
+                .incident(incident)
+                .build()
+                .expect("a valid policy"),
+            if matches!(which, DropPolicy::Preroll) {
+                "trace.dropped"
+            } else {
+                "bench.dropped"
+            },
+        ),
+    };
+    let recorder = Recorder::open(
+        dir.join("log"),
+        Config::new()
+            .policy(policy)
+            .durability(Durability::Buffered)
+            .channel_capacity(CHANNEL_DEFAULT),
+    )
+    .expect("open the recorder");
+    (recorder, kind)
+}
+
 /// Times `iters` drop-tier events recorded by `threads` threads together.
-fn time_drop(threads: u64, iters: u64) -> Duration {
+fn time_drop(which: DropPolicy, threads: u64, iters: u64) -> Duration {
     let dir = temp_dir();
-    let recorder = open(dir.path(), Tier::Drop, CHANNEL_DEFAULT);
-    let event = Event::new("bench.dropped");
+    let (recorder, kind) = drop_recorder(dir.path(), which);
+    let event = Event::new(kind);
     recorder.record(&event).expect("record");
     let per_thread = iters.div_ceil(threads);
     let barrier = Barrier::new(usize::try_from(threads).expect("a few threads") + 1);
@@ -165,8 +210,20 @@ fn time_drop(threads: u64, iters: u64) -> Duration {
 fn record_drop(c: &mut Criterion) {
     let mut group = c.benchmark_group("record_drop");
     group.throughput(Throughput::Elements(1));
-    group.bench_function("1_thread", |b| b.iter_custom(|iters| time_drop(1, iters)));
-    group.bench_function("2_threads", |b| b.iter_custom(|iters| time_drop(2, iters)));
+    let plain = DropPolicy::Plain;
+    group.bench_function("1_thread", |b| {
+        b.iter_custom(|iters| time_drop(plain, 1, iters))
+    });
+    group.bench_function("2_threads", |b| {
+        b.iter_custom(|iters| time_drop(plain, 2, iters))
+    });
+    let beside = DropPolicy::BesidePreroll;
+    group.bench_function("1_thread_beside_preroll_rule", |b| {
+        b.iter_custom(|iters| time_drop(beside, 1, iters))
+    });
+    group.bench_function("preroll_rule_1_thread", |b| {
+        b.iter_custom(|iters| time_drop(DropPolicy::Preroll, 1, iters))
+    });
     group.finish();
 }
 

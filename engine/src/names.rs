@@ -312,17 +312,31 @@ pub(crate) struct KindInfo {
 #[derive(Debug)]
 pub(crate) struct Kinds {
     map: papaya::HashMap<Arc<str>, Arc<KindInfo>, FxBuildHasher>,
-    insert: Mutex<()>,
+    insert: Mutex<KindCount>,
     kinds_max: u32,
+}
+
+/// The kinds the log's accounting holds: those restored from it, and those new this
+/// session.
+#[derive(Debug, Default)]
+struct KindCount {
+    restored: std::collections::HashSet<u32>,
+    new: usize,
 }
 
 impl Kinds {
     pub(crate) fn new(limits: NameLimits) -> Kinds {
         Kinds {
             map: papaya::HashMap::builder().hasher(FxBuildHasher).build(),
-            insert: Mutex::new(()),
+            insert: Mutex::new(KindCount::default()),
             kinds_max: limits.kinds_max,
         }
+    }
+
+    /// The ids of the kinds the log's accounting already holds (restored on open): they
+    /// count against the kinds limit whether or not they are recorded again.
+    pub(crate) fn set_restored(&self, ids: impl IntoIterator<Item = u32>) {
+        self.insert.lock().restored = ids.into_iter().collect();
     }
 
     /// The map, pinned for lookups (lock-free; the guard keeps what it returns alive).
@@ -345,12 +359,15 @@ impl Kinds {
         policy: &Policy,
         names: &Interner,
     ) -> Result<Arc<KindInfo>, NameLimitError> {
-        let _guard = self.insert.lock();
+        let mut count = self.insert.lock();
         let map = self.map.pin();
         if let Some(info) = map.get(kind) {
             return Ok(Arc::clone(info));
         }
-        if map.len() >= self.kinds_max as usize {
+        let restored = names
+            .get(kind)
+            .is_some_and(|id| count.restored.contains(&id));
+        if !restored && count.restored.len() + count.new >= self.kinds_max as usize {
             return Err(NameLimitError {
                 name: kind.to_owned(),
                 limit: "kinds (the accounting must fit one record)",
@@ -365,6 +382,9 @@ impl Kinds {
             sent: AtomicU64::new(0),
         });
         map.insert(Arc::from(kind), Arc::clone(&info));
+        if !restored {
+            count.new += 1;
+        }
         Ok(info)
     }
 

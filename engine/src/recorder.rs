@@ -363,6 +363,14 @@ impl Recorder {
             writer: OnceLock::new(),
         });
         let mut restored = restore(dir, &shared, config.restore_working_memory)?;
+        shared.kinds.set_restored(
+            restored
+                .totals
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| **c != Counters::default())
+                .map(|(id, _)| u32::try_from(id).unwrap_or(u32::MAX)),
+        );
         if let Some(seq) = recovery.last_seq {
             // Stamps go on from the log's last one, wherever the clock is now (the log
             // refuses a lower timestamp).
@@ -613,7 +621,15 @@ impl Recorder {
         let Some(Msg::Event(msg)) = self.prepare(event, true)? else {
             return Err(Error::Closed);
         };
-        self.request(|reply| Msg::Evidence(msg, reply))
+        // Counted as sent by `prepare`: it is sent whatever the recorder's state now (a
+        // close waits for it), or uncounted if it cannot be.
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        if let Err(crossbeam_channel::SendError(msg)) = self.tx.send(Msg::Evidence(msg, reply)) {
+            self.unsend(&msg);
+            return Err(self.shared.failure());
+        }
+        self.shared.wake_writer();
+        rx.recv().unwrap_or_else(|_| Err(self.shared.failure()))
     }
 
     /// The knowledge base, opened on first use from `DIR/kb/` and caught up with the
@@ -725,11 +741,15 @@ impl Recorder {
     }
 
     /// Per-kind counters, running totals since the log was created, including every
-    /// event recorded before this call.
+    /// event this thread recorded before this call. `seen` also counts events other
+    /// threads recorded that are still on their way to the writer (their outcomes are
+    /// not counted yet): with no producer recording, every kind balances. After the
+    /// writer failed, the counters are still given, with the events it could not write
+    /// counted `lost`.
     ///
     /// # Errors
     ///
-    /// [`Error::Writer`] or [`Error::Closed`].
+    /// [`Error::Closed`].
     pub fn stats(&self) -> Result<BTreeMap<String, Counters>> {
         self.request(Msg::Stats)
     }
@@ -1286,6 +1306,8 @@ impl Writer {
                 self.fail(&e);
             }
         } else {
+            // The barrier applies every durability mode: nothing is left dirty.
+            self.dirty = false;
             let r = self.log.sync().map_err(Error::from);
             if let Err(e) = &r {
                 // Failed before anyone hears of it, so no record() that follows the
@@ -1584,19 +1606,8 @@ impl Writer {
     /// pre-roll of a trigger taken, or neither.
     fn phase(&mut self, ts: u64) -> Phase {
         if self.shared.triggers_pending.load(Ordering::SeqCst) > 0 {
-            let shared = Arc::clone(&self.shared);
-            let mut triggers = shared.triggers.lock();
-            let mut i = 0;
-            while i < triggers.len() {
-                if triggers[i].lost {
-                    // Lost to overflow: its post-roll opens all the same.
-                    let t = triggers.swap_remove(i);
-                    shared.triggers_pending.fetch_sub(1, Ordering::SeqCst);
-                    self.add_span(t.ts_ns, t.postroll_end_ns);
-                } else {
-                    i += 1;
-                }
-            }
+            self.take_lost_triggers();
+            let triggers = self.shared.triggers.lock();
             // Strictly after: an event stamped at the same time as the trigger that
             // reached the writer first was recorded before it.
             if triggers
@@ -1620,6 +1631,23 @@ impl Writer {
             }
         }
         phase
+    }
+
+    /// Opens the post-roll of the triggers lost to overflow (they never reach the
+    /// writer) and stops counting them as pending.
+    fn take_lost_triggers(&mut self) {
+        let shared = Arc::clone(&self.shared);
+        let mut triggers = shared.triggers.lock();
+        let mut i = 0;
+        while i < triggers.len() {
+            if triggers[i].lost {
+                let t = triggers.swap_remove(i);
+                shared.triggers_pending.fetch_sub(1, Ordering::SeqCst);
+                self.add_span(t.ts_ns, t.postroll_end_ns);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Adds a post-roll window, merged with those it overlaps; returns the end of the
@@ -1802,6 +1830,9 @@ impl Writer {
     /// checkpoints. They are due by the clock, but stamped with the last stamp written:
     /// events still queued behind them keep their own times.
     fn timers(&mut self, now: u64) -> Result<()> {
+        if self.shared.triggers_pending.load(Ordering::SeqCst) > 0 {
+            self.take_lost_triggers();
+        }
         let at = self.last_stamp_ns;
         let ended: Vec<(u32, u64)> = self
             .windows

@@ -1106,3 +1106,31 @@ fn record_on_a_torn_log_says_what_it_cut_and_the_log_keeps_it() {
     assert!(summary["recovered"].is_null(), "{summary}");
     assert_eq!(replay_json(&dir, &["--type", "recovery"]).len(), 1);
 }
+
+/// Guards names past the recorder's limits arriving through `record`: three events
+/// with 60 000 value names each made the log unwritable and lost the good line after
+/// them. The event is refused as its line's error, naming the line and the limit, and
+/// with `--skip-invalid` the lines after it are recorded.
+#[test]
+fn record_refuses_an_event_past_the_name_limits_as_its_lines_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("flight");
+    let values: serde_json::Map<String, Value> = (0..=blackbox::VALUES_PER_EVENT_MAX)
+        .map(|i| (format!("v{i}"), json!(1.0)))
+        .collect();
+    let wide = json!({"kind": "sensor.wide", "values": values}).to_string();
+    let input = format!("{{\"kind\": \"cmd.a\"}}\n{wide}\n{{\"kind\": \"cmd.b\"}}\n");
+    let err = fails(&record(&dir, &input, &[]));
+    assert!(
+        err.contains("line 2") && err.contains("1025 values") && err.contains("1024"),
+        "{err}"
+    );
+    let out = record(&dir, &input, &["--skip-invalid"]);
+    let stdout = ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 2 skipped"), "{stderr}");
+    let summary = json_lines(&stdout).pop().unwrap();
+    assert_eq!(summary["skipped"], 1, "{summary}");
+    assert_eq!(summary["kinds"]["cmd.b"]["seen"], 1, "{summary}");
+    assert!(summary["kinds"].get("sensor.wide").is_none(), "{summary}");
+}

@@ -332,7 +332,9 @@ fn apply(
                 Err(
                     e @ (blackbox::Error::InvalidKind(_)
                     | blackbox::Error::InvalidName { .. }
-                    | blackbox::Error::EventTooLarge { .. }),
+                    | blackbox::Error::EventTooLarge { .. }
+                    | blackbox::Error::TooManyValues { .. }
+                    | blackbox::Error::NameLimit(_)),
                 ) => Ok(Err(e.to_string())),
                 Err(e) => Err(e.into()),
             }
