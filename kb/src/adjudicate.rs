@@ -75,15 +75,17 @@ pub fn effective(confidence: f64, age_ns: u64, half_life_ns: u64) -> f64 {
 }
 
 /// The support of a value with these claims: their noisy-OR, `1 − Π(1 − k)`, folded as
-/// `s + k − s·k` over the claims strongest first from `s = 0`. The fold's every step is
-/// symmetric and its order is fixed by sorting, so the result is a function of the
-/// multiset of claims, bit for bit; one claim alone gives exactly its confidence.
+/// `s ← s + k − s·k` over the claims strongest first from `s = 0`, each step kept
+/// within `[max(s, k), 1]` (where it is exactly; rounding alone could leave it below:
+/// `1e-17 + 1 − 1e-17` is `0.9999999999999999`). The fold's every step is symmetric and
+/// its order is fixed by sorting, so the result is a function of the multiset of
+/// claims, bit for bit; one claim alone gives exactly its confidence.
 pub fn support(claims: &[f64]) -> f64 {
     let mut sorted = claims.to_vec();
     sorted.sort_by(|a, b| b.total_cmp(a));
     sorted
         .iter()
-        .fold(0.0, |s, &k| (s + k - s * k).clamp(0.0, 1.0))
+        .fold(0.0, |s, &k| (s + k - s * k).max(s.max(k)).min(1.0))
 }
 
 /// A value's confidence: its support times [`REFUTATION_FACTOR`] per refutation.
@@ -357,6 +359,8 @@ mod tests {
         }
         assert_eq!(support(&[]), 0.0);
         assert_eq!(support(&[1.0, 0.3]), 1.0);
+        // Rounding never leaves the support below a claim.
+        assert_eq!(support(&[1.0, 1e-17]), 1.0);
     }
 
     #[test]

@@ -61,13 +61,14 @@ impl Held {
         }
     }
 
-    /// Noisy-OR, `s ← s + k − s·k` over the claims strongest first, from 0.
+    /// Noisy-OR, `s ← min(1, max(s + k − s·k, s, k))` over the claims strongest first,
+    /// from 0.
     fn support(&self) -> f64 {
         let mut claims = self.claims.clone();
         claims.sort_by(|a, b| b.partial_cmp(a).expect("claims are numbers"));
-        let mut s = 0.0;
+        let mut s: f64 = 0.0;
         for k in claims {
-            s = s + k - s * k;
+            s = f64::min(1.0, (s + k - s * k).max(s).max(k));
         }
         s
     }
