@@ -650,13 +650,14 @@ impl Recorder {
     /// let first = kb.assert("cup.mass_kg", json!(0.31), 0.6, &Default::default(), Provenance::new([weighed]))?;
     /// assert_eq!(first.outcome, Outcome::Created);
     ///
-    /// // A stronger claim replaces the value; a weaker one would be kept as a contradiction.
+    /// // A stronger claim replaces the value, which stays as an open contradiction.
     /// let again = recorder.record_evidence(&Event::new("observation.load").values(&[("kg", 0.42)]))?;
     /// let second = kb.assert("cup.mass_kg", json!(0.42), 0.9, &Default::default(), Provenance::new([again]))?;
     /// assert_eq!(second.outcome, Outcome::Superseded);
     ///
     /// let now = kb.get("cup.mass_kg")?.expect("a fact");
-    /// assert_eq!((now.value.clone(), now.status), (json!(0.42), Status::Confirmed));
+    /// assert_eq!((now.value.clone(), now.status), (json!(0.42), Status::Contested));
+    /// assert_eq!(now.rivals[0].value, json!(0.31));
     /// let then = kb.get_as_of("cup.mass_kg", AsOf::Version(first.version))?.expect("a fact");
     /// assert_eq!(then.value, json!(0.31));
     /// recorder.close()?;

@@ -12,7 +12,7 @@ use crate::adjudicate::{self, Claim};
 use crate::error::{Error, Result};
 use crate::model::{
     AsOf, Change, Commit, CommitRecord, Committed, Conditions, Difference, Fact, Op, Outcome,
-    Provenance, Version,
+    Provenance, Rejection, Version,
 };
 use crate::view::View;
 
@@ -157,7 +157,9 @@ impl KnowledgeBase {
     }
 
     /// Claims that `key` is `value` with `confidence`, where `conditions` hold. The
-    /// claim is adjudicated against the key's current fact (see `docs/ARCHITECTURE.md`).
+    /// claim is adjudicated with every value the key holds (see `docs/ARCHITECTURE.md`,
+    /// "Adjudication"); one citing only evidence the value already holds changes nothing
+    /// and is committed with [`Outcome::Duplicate`].
     ///
     /// # Errors
     ///
@@ -197,18 +199,19 @@ impl KnowledgeBase {
                 confidence,
                 conditions: conditions.clone(),
             };
-            Ok((op, outcome, vec![change(key, Some(fact))]))
+            Ok((op, outcome, changed(key, fact)))
         })
     }
 
-    /// Records a counterexample: `key` is not `value`. A fact holding the value loses
-    /// most of its confidence (one refutation rejects it); a rival claiming it is
-    /// removed; a key without a fact remembers the value as a rejected hypothesis.
+    /// Records a counterexample: `key` is not `value`. The value is rejected whatever
+    /// its support, and stays so when claimed again; if it was the fact's value, the
+    /// strongest other value may take its place. A value the key never held is
+    /// remembered as a failed hypothesis. A refutation citing only evidence already
+    /// counted against the value changes nothing ([`Outcome::Duplicate`]).
     ///
     /// # Errors
     ///
-    /// [`Error::NotClaimed`] when the key's fact neither holds the value nor has it as a
-    /// rival; otherwise as [`KnowledgeBase::assert`].
+    /// As [`KnowledgeBase::assert`].
     pub fn refute(&self, key: &str, value: &Value, provenance: Provenance) -> Result<Committed> {
         validate_key(key)?;
         self.commit(provenance, |kb, version, now, evidence| {
@@ -222,16 +225,12 @@ impl KnowledgeBase {
                 value,
                 evidence,
                 version,
-            )
-            .ok_or_else(|| Error::NotClaimed {
-                key: key.to_owned(),
-                value: value.to_string(),
-            })?;
+            );
             let op = Op::Refute {
                 key: key.to_owned(),
                 value: value.clone(),
             };
-            Ok((op, outcome, vec![change(key, Some(fact))]))
+            Ok((op, outcome, changed(key, fact)))
         })
     }
 
@@ -370,12 +369,16 @@ impl KnowledgeBase {
         self.view.contradictions()
     }
 
-    /// Current facts that are rejected.
+    /// Every value ever rejected, per key, with the commit that rejected it: each time a
+    /// commit left a value refuted, or made it the fact with status `rejected`, when
+    /// the key's state before did not. Read from the keys' histories, so a value stays
+    /// listed after its key moved on (another value won, the key was retracted or
+    /// reverted).
     ///
     /// # Errors
     ///
     /// [`Error::View`].
-    pub fn rejected(&self) -> Result<Vec<Fact>> {
+    pub fn rejected(&self) -> Result<Vec<Rejection>> {
         self.view.rejected()
     }
 
@@ -464,6 +467,12 @@ impl KnowledgeBase {
             seq: appended.seq,
         })
     }
+}
+
+/// The changes of an adjudicated write: the key's new fact, or none when the write
+/// changed nothing.
+fn changed(key: &str, fact: Option<Fact>) -> Vec<Change> {
+    fact.map(|f| vec![change(key, Some(f))]).unwrap_or_default()
 }
 
 fn change(key: &str, fact: Option<Fact>) -> Change {

@@ -53,13 +53,6 @@ pub enum Error {
         /// The key.
         key: String,
     },
-    /// A refutation of a value the key's fact neither holds nor has as a rival.
-    NotClaimed {
-        /// The key.
-        key: String,
-        /// The refuted value, as JSON.
-        value: String,
-    },
     /// A knowledge-base record in the log cannot be read as a commit, or breaks the
     /// version sequence.
     BadRecord {
@@ -121,10 +114,6 @@ impl fmt::Display for Error {
                 "version: {version} is not a knowledge-base version (versions run from 1 to {latest})"
             ),
             Error::NotFound { key } => write!(f, "not found: the key {key:?} has no fact"),
-            Error::NotClaimed { key, value } => write!(
-                f,
-                "value: the key {key:?} neither holds {value} nor has it as a rival claim, so there is nothing to refute"
-            ),
             Error::BadRecord { seq, reason } => {
                 write!(f, "knowledge-base record at seq {seq}: {reason}")
             }

@@ -27,6 +27,6 @@ pub use base::{
 pub use error::{Error, Result};
 pub use model::{
     AsOf, Change, Commit, CommitRecord, Committed, Conditions, Difference, Fact, Op, Outcome,
-    Provenance, Rival, Status, Version,
+    Provenance, Rejection, Rival, Status, Version,
 };
 pub use view::{DumpEntry, KB_RECORD, View, decode_commit};

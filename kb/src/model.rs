@@ -42,47 +42,89 @@ impl Status {
     }
 }
 
-/// A rival claim kept beside a fact it did not displace.
+/// A value of a key other than its fact's: an open rival (never refuted) or a refuted
+/// value (see [`Fact::refuted`]). It holds what adjudication weighs a value by, as of
+/// the fact's `updated` version; `docs/ARCHITECTURE.md` ("Adjudication") gives the rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rival {
-    /// The value the rival claims.
+    /// The value.
     pub value: Value,
-    /// Its confidence, raised by corroboration like a fact's.
+    /// Its confidence: the noisy-OR of its claims, times
+    /// [`crate::adjudicate::REFUTATION_FACTOR`] per refutation.
     pub confidence: f64,
-    /// How many claims support it.
+    /// The confidences of the claims that counted for it, decayed to the fact's
+    /// `updated` version, strongest first (the strongest
+    /// [`crate::adjudicate::CLAIMS_KEPT`]; claims at 0 are not kept).
+    pub claims: Vec<f64>,
+    /// How many claims counted for it (a claim citing only evidence it already held
+    /// does not count).
     pub evidence_count: u64,
-    /// The conditions it was claimed under.
+    /// The conditions of its strongest claim.
     pub conditions: Conditions,
-    /// The seqs of the log records behind it.
+    /// The distinct seqs of the log records its claims cited, ascending (the highest
+    /// [`crate::adjudicate::PROVENANCE_KEPT`]).
     pub provenance: Vec<u64>,
-    /// The version that last changed it.
-    pub updated: Version,
+    /// How many refutations counted against it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refutations: u64,
+    /// The distinct seqs its refutations cited, ascending (the highest
+    /// [`crate::adjudicate::PROVENANCE_KEPT`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counter_evidence: Vec<u64>,
 }
 
-/// A fact: what the agent believes about a key, how strongly, and why.
+// serde's `skip_serializing_if` takes a reference.
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A fact: what the agent believes about a key, how strongly, and why. Its value is the
+/// key's value of highest confidence; every other value claimed or refuted for the key
+/// is kept beside it, as a rival or as a refuted value, until the key is retracted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fact {
     /// The key (see [`crate::validate_key`] for the rule).
     pub key: String,
     /// The believed value.
     pub value: Value,
-    /// Confidence in `[0, 1]` as of the version that last changed the fact.
+    /// Confidence in `[0, 1]` as of the version that last changed the fact: the
+    /// noisy-OR of the value's claims, times
+    /// [`crate::adjudicate::REFUTATION_FACTOR`] per refutation.
     pub confidence: f64,
-    /// How many claims support the value (corroborations included).
+    /// The confidences of the claims that counted for the value, as of `updated`,
+    /// strongest first (as [`Rival::claims`]).
+    pub claims: Vec<f64>,
+    /// How many claims counted for the value.
     pub evidence_count: u64,
     /// Hypothesis, confirmed, contested or rejected.
     pub status: Status,
-    /// Where the fact holds.
+    /// Where the fact holds: the conditions of the value's strongest claim.
     pub conditions: Conditions,
-    /// The seqs of the log records behind the fact's current state, oldest first.
+    /// The distinct seqs of the log records the value's claims cited, ascending (as
+    /// [`Rival::provenance`]).
     pub provenance: Vec<u64>,
+    /// How many refutations counted against the value.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refutations: u64,
+    /// The distinct seqs its refutations cited, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counter_evidence: Vec<u64>,
     /// The version that created the key's fact (kept across supersessions).
     pub created: Version,
     /// The version that last changed it.
     pub updated: Version,
-    /// Rival claims that did not win: open contradictions.
+    /// The key's other values that were never refuted, strongest first: open
+    /// contradictions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rivals: Vec<Rival>,
+    /// The key's other values that were refuted, strongest first: remembered, so that
+    /// claiming one again starts from its refuted confidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refuted: Vec<Rival>,
 }
 
 impl Fact {
@@ -101,15 +143,19 @@ impl Fact {
 pub enum Outcome {
     /// The key had no fact: the claim became one.
     Created,
-    /// The claim agreed with the current value (or with a rival) and strengthened it.
+    /// The claim strengthened the fact's value, which stays the fact.
     Corroborated,
-    /// The claim's value replaced the current one.
+    /// The claim's value became the fact, displacing the one before (now a rival).
     Superseded,
-    /// The claim lost to the current value and is kept as a rival.
+    /// The claim's value is a rival that did not win.
     Contested,
-    /// A refutation weakened the fact (or removed a rival) without rejecting it.
+    /// The claim or refutation cited only evidence already counted for it (for a
+    /// claim, by the value; for a refutation, against it): it changed nothing.
+    Duplicate,
+    /// A refutation of a rival, or of a value already refuted: the value is refuted.
     Refuted,
-    /// A refutation rejected the fact, or recorded a value as a failed hypothesis.
+    /// A refutation rejected the fact's value, or recorded a value never claimed as a
+    /// failed hypothesis; or a claim of a refuted value, which stays rejected.
     Rejected,
     /// The key's fact was withdrawn.
     Retracted,
@@ -125,6 +171,7 @@ impl Outcome {
             Outcome::Corroborated => "corroborated",
             Outcome::Superseded => "superseded",
             Outcome::Contested => "contested",
+            Outcome::Duplicate => "duplicate",
             Outcome::Refuted => "refuted",
             Outcome::Rejected => "rejected",
             Outcome::Retracted => "retracted",
@@ -289,6 +336,22 @@ impl Provenance {
         self.message = message.into();
         self
     }
+}
+
+/// A value of a key that a commit left rejected (see [`crate::KnowledgeBase::rejected`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rejection {
+    /// The key.
+    pub key: String,
+    /// The value rejected.
+    pub value: Value,
+    /// The commit that rejected it.
+    pub version: Version,
+    /// Its confidence right after that commit.
+    pub confidence: f64,
+    /// How many refutations it had then (0: rejected for a confidence under
+    /// [`crate::adjudicate::REJECTED_BELOW`] alone, without a counterexample).
+    pub refutations: u64,
 }
 
 /// One key's difference between two versions.

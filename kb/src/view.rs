@@ -29,7 +29,9 @@ use blackbox_log::{ChainKey, LogReader, ReaderOptions, Seq};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use crate::error::{Error, Result};
-use crate::model::{AsOf, Commit, CommitRecord, Conditions, Difference, Fact, Status, Version};
+use crate::model::{
+    AsOf, Commit, CommitRecord, Conditions, Difference, Fact, Rejection, Status, Version,
+};
 
 /// The record type of a knowledge-base commit in the log.
 pub const KB_RECORD: blackbox_log::RecordType = blackbox_log::RecordType(5);
@@ -37,10 +39,11 @@ pub const KB_RECORD: blackbox_log::RecordType = blackbox_log::RecordType(5);
 const APPLIED: &[u8] = b"applied";
 const LAYOUT_KEY: &[u8] = b"layout";
 
-/// The version of the view's layout. A view written with another one (or none) is
+/// The version of the view's layout, and of the facts it stores (2: every value of a
+/// key with its claims and refutations). A view written with another one (or none) is
 /// cleared when opened and rebuilt from the log by the catch-up that follows: the view
 /// is a cache of the log, never migrated.
-pub const LAYOUT: u8 = 1;
+pub const LAYOUT: u8 = 2;
 const REBUILDING: &[u8] = b"rebuilding";
 
 /// One entry of [`View::dump`]: keyspace, key, value.
@@ -570,16 +573,59 @@ impl View {
         Ok(facts)
     }
 
-    /// The current facts that are rejected: failed hypotheses, kept so they are not
-    /// retried.
+    /// Every value ever rejected: each time a commit left a value of a key refuted, or
+    /// made it the key's fact with status `rejected`, when the key's state before did
+    /// not, with that commit's version; in key order, then by version, then by the
+    /// value's JSON text. It reads every key's whole history, so it finds values the
+    /// key no longer holds.
     ///
     /// # Errors
     ///
     /// [`Error::View`].
-    pub fn rejected(&self) -> Result<Vec<Fact>> {
-        let mut facts = self.facts()?;
-        facts.retain(|f| f.status == Status::Rejected);
-        Ok(facts)
+    pub fn rejected(&self) -> Result<Vec<Rejection>> {
+        let mut out = Vec::new();
+        // A key's history runs newest first: each entry's rejected values are compared
+        // with those of the entry before it in time, which comes next.
+        let mut key: Vec<u8> = Vec::new();
+        let mut newer: Option<(Version, Vec<Rejection>)> = None;
+        let mut found: Vec<Rejection> = Vec::new();
+        let finish = |newer: Option<(Version, Vec<Rejection>)>,
+                      found: &mut Vec<Rejection>,
+                      out: &mut Vec<Rejection>| {
+            // The key's oldest entry: everything it rejects is new.
+            if let Some((_, rejected)) = newer {
+                found.extend(rejected);
+            }
+            found.sort_by_cached_key(|r| {
+                (
+                    r.version,
+                    serde_json::to_string(&r.value).unwrap_or_default(),
+                )
+            });
+            out.append(found);
+        };
+        for g in self.history.iter() {
+            let (k, value) = g.into_inner().map_err(self.err("read"))?;
+            let split = k.len().saturating_sub(9);
+            let name = k.get(..split).unwrap_or_default();
+            let version = !k.get(split + 1..).and_then(read_be).unwrap_or(u64::MAX);
+            if name != key.as_slice() {
+                finish(newer.take(), &mut found, &mut out);
+                key = name.to_vec();
+            }
+            let fact: Option<Fact> = self.decode("history entry", &value)?;
+            let rejected = fact.map(|f| rejected_in(&f, version)).unwrap_or_default();
+            if let Some((_, newer_rejected)) = newer.take() {
+                found.extend(
+                    newer_rejected
+                        .into_iter()
+                        .filter(|r| !rejected.iter().any(|o| o.value == r.value)),
+                );
+            }
+            newer = Some((version, rejected));
+        }
+        finish(newer, &mut found, &mut out);
+        Ok(out)
     }
 
     /// Every entry of every keyspace, in order: two views with equal dumps are
@@ -607,26 +653,60 @@ impl View {
     }
 }
 
+/// The values `fact` holds rejected after `version`: its own when its status is
+/// `rejected`, and its refuted values.
+fn rejected_in(fact: &Fact, version: Version) -> Vec<Rejection> {
+    let own = (fact.status == Status::Rejected).then(|| Rejection {
+        key: fact.key.clone(),
+        value: fact.value.clone(),
+        version,
+        confidence: fact.confidence,
+        refutations: fact.refutations,
+    });
+    own.into_iter()
+        .chain(fact.refuted.iter().map(|r| Rejection {
+            key: fact.key.clone(),
+            value: r.value.clone(),
+            version,
+            confidence: r.confidence,
+            refutations: r.refutations,
+        }))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
 
+    use serde_json::Value;
+
     use super::*;
     use crate::model::{Change, Op, Outcome, Status};
 
-    fn commit(version: Version, value: i64) -> Commit {
-        let fact = Fact {
+    fn fact(version: Version, value: i64) -> Fact {
+        Fact {
             key: "k".to_owned(),
             value: value.into(),
             confidence: 0.5,
+            claims: vec![0.5],
             evidence_count: 1,
             status: Status::Hypothesis,
             conditions: Conditions::new(),
             provenance: vec![0],
+            refutations: 0,
+            counter_evidence: Vec::new(),
             created: 1,
             updated: version,
             rivals: Vec::new(),
-        };
+            refuted: Vec::new(),
+        }
+    }
+
+    fn commit(version: Version, value: i64) -> Commit {
+        with_fact(version, Some(fact(version, value)))
+    }
+
+    fn with_fact(version: Version, fact: Option<Fact>) -> Commit {
         Commit {
             seq: version,
             time_ns: version * 10,
@@ -641,10 +721,61 @@ mod tests {
                 outcome: Outcome::Created,
                 changes: vec![Change {
                     key: "k".to_owned(),
-                    fact: Some(fact),
+                    fact,
                 }],
             },
         }
+    }
+
+    #[test]
+    fn rejected_lists_each_time_a_value_became_rejected_even_after_the_key_moved_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let view = View::open(dir.path()).unwrap();
+        let weak = |version: Version, value: i64| {
+            let mut f = fact(version, value);
+            f.confidence = 0.1;
+            f.status = Status::Rejected;
+            f
+        };
+        let as_rival = |f: Fact, refutations: u64| crate::model::Rival {
+            value: f.value,
+            confidence: f.confidence,
+            claims: f.claims,
+            evidence_count: f.evidence_count,
+            conditions: f.conditions,
+            provenance: f.provenance,
+            refutations,
+            counter_evidence: Vec::new(),
+        };
+        // v1: 7 is the fact, rejected for its confidence alone.
+        view.apply(&with_fact(1, Some(weak(1, 7)))).unwrap();
+        // v2: 8 wins; 7 is an unrefuted rival, no longer rejected.
+        let mut f2 = fact(2, 8);
+        f2.rivals.push(as_rival(weak(2, 7), 0));
+        view.apply(&with_fact(2, Some(f2.clone()))).unwrap();
+        // v3: 7 is refuted.
+        let mut f3 = fact(3, 8);
+        f3.refuted.push(as_rival(weak(3, 7), 1));
+        view.apply(&with_fact(3, Some(f3.clone()))).unwrap();
+        // v4: another refutation of 7: still rejected, nothing new.
+        let mut f4 = f3.clone();
+        f4.updated = 4;
+        f4.refuted[0].refutations = 2;
+        view.apply(&with_fact(4, Some(f4))).unwrap();
+        // v5: the key is retracted; v6: 7 comes back as a rejected fact.
+        view.apply(&with_fact(5, None)).unwrap();
+        view.apply(&with_fact(6, Some(weak(6, 7)))).unwrap();
+        let got: Vec<(Value, Version, u64)> = view
+            .rejected()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.value, r.version, r.refutations))
+            .collect();
+        let seven = Value::from(7);
+        assert_eq!(
+            got,
+            [(seven.clone(), 1, 0), (seven.clone(), 3, 1), (seven, 6, 0)]
+        );
     }
 
     #[test]

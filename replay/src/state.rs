@@ -136,20 +136,25 @@ impl State {
     }
 }
 
-/// A fact as the command prints it: `{"key", "value", "confidence", "evidence_count",
-/// "status", "conditions", "provenance", "version", "created", "rivals"}`, where
-/// `version` is the version that last changed it.
+/// A fact as the command prints it: `{"key", "value", "confidence", "claims",
+/// "evidence_count", "status", "conditions", "provenance", "refutations",
+/// "counter_evidence", "version", "created", "rivals", "refuted"}`, where `version` is
+/// the version that last changed it.
 pub fn fact_json(fact: &Fact) -> Value {
     serde_json::json!({
         "key": fact.key,
         "value": fact.value,
         "confidence": fact.confidence,
+        "claims": fact.claims,
         "evidence_count": fact.evidence_count,
         "status": fact.status.name(),
         "conditions": fact.conditions,
         "provenance": fact.provenance,
+        "refutations": fact.refutations,
+        "counter_evidence": fact.counter_evidence,
         "version": fact.updated,
         "created": fact.created,
         "rivals": fact.rivals,
+        "refuted": fact.refuted,
     })
 }

@@ -8,7 +8,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use blackbox::kb::{AsOf, Conditions, Fact, Provenance, Version};
+use blackbox::kb::{AsOf, Conditions, Fact, Outcome, Provenance, Version};
 use blackbox::{Config, LogOptions, Recorder, Seq};
 use blackbox_replay::{TempView, fact_json, format_time, kb_view};
 use serde_json::{Value, json};
@@ -160,7 +160,7 @@ enum KbCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// The rejected facts: failed hypotheses, kept so they are not retried.
+    /// Every value ever rejected, per key, with the commit that rejected it.
     Rejected {
         #[command(flatten)]
         common: Common,
@@ -200,7 +200,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             blackbox::kb::validate_key(&key)?;
             blackbox::kb::validate_confidence(confidence)?;
             let provenance = provenance(&why).message(reason);
-            write(&common, &why, |kb| {
+            write(&common, &why, explain_claim, |kb| {
                 kb.assert(&key, value, confidence, &conditions, provenance)
             })
         }
@@ -214,7 +214,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             let value = parse_json("VALUE_JSON", &value)?;
             blackbox::kb::validate_key(&key)?;
             let provenance = provenance(&why).message(reason);
-            write(&common, &why, |kb| kb.refute(&key, &value, provenance))
+            write(&common, &why, explain_refutation, |kb| {
+                kb.refute(&key, &value, provenance)
+            })
         }
         KbCommand::Retract {
             key,
@@ -224,7 +226,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         } => {
             blackbox::kb::validate_key(&key)?;
             let provenance = provenance(&why).message(reason);
-            write(&common, &why, |kb| kb.retract(&key, provenance))
+            write(&common, &why, |_| None, |kb| kb.retract(&key, provenance))
         }
         KbCommand::Revert {
             version,
@@ -233,7 +235,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
             common,
         } => {
             let provenance = provenance(&why).message(reason);
-            write(&common, &why, |kb| kb.revert_to(version, provenance))
+            write(
+                &common,
+                &why,
+                |_| None,
+                |kb| kb.revert_to(version, provenance),
+            )
         }
         KbCommand::Rebuild { common } => {
             let recorder = open_writer(&common)?;
@@ -392,7 +399,45 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         KbCommand::Rejected { common } => {
             let view = read(&common)?;
-            print_facts(&common, &view.rejected()?)
+            let mut out = io::stdout().lock();
+            for r in view.rejected()? {
+                let time = view.commit_time(r.version)?;
+                if common.json {
+                    line(
+                        &mut out,
+                        json!({
+                            "key": r.key,
+                            "value": r.value,
+                            "version": r.version,
+                            "time": time.map(format_time),
+                            "time_ns": time,
+                            "confidence": r.confidence,
+                            "refutations": r.refutations,
+                        }),
+                    )?;
+                } else {
+                    let why = match r.refutations {
+                        0 => format!(
+                            "confidence under {}",
+                            blackbox::kb::adjudicate::REJECTED_BELOW
+                        ),
+                        1 => "refuted once".to_owned(),
+                        n => format!("refuted {n} times"),
+                    };
+                    line(
+                        &mut out,
+                        format!(
+                            "{} = {}  rejected by v{} at {}, confidence {:.3}, {why}",
+                            r.key,
+                            r.value,
+                            r.version,
+                            time.map(format_time).unwrap_or_default(),
+                            r.confidence
+                        ),
+                    )?;
+                }
+            }
+            out.flush().map_err(super::stdout_error)
         }
         KbCommand::Matching { context, common } => {
             let context = parse_object("--context", &context)?;
@@ -442,13 +487,56 @@ fn describe(fact: &Fact) -> String {
         let c: serde_json::Map<String, Value> = fact.conditions.clone().into_iter().collect();
         s.push_str(&format!(", where {}", Value::Object(c)));
     }
+    if fact.refutations > 0 {
+        s.push_str(&format!(", refuted {}", times(fact.refutations)));
+    }
     for r in &fact.rivals {
         s.push_str(&format!(
             "; contradicted by {} (confidence {:.3}, evidence {})",
             r.value, r.confidence, r.evidence_count
         ));
     }
+    for r in &fact.refuted {
+        s.push_str(&format!(
+            "; refuted: {} (confidence {:.3}, evidence {}, refuted {})",
+            r.value,
+            r.confidence,
+            r.evidence_count,
+            times(r.refutations)
+        ));
+    }
     s
+}
+
+fn times(n: u64) -> String {
+    if n == 1 {
+        "once".to_owned()
+    } else {
+        format!("{n} times")
+    }
+}
+
+/// What a claim's outcome means, when the name alone does not say it.
+fn explain_claim(outcome: Outcome) -> Option<&'static str> {
+    match outcome {
+        Outcome::Duplicate => Some(
+            "every evidence seq cited is already counted for this value, so the claim changed nothing",
+        ),
+        Outcome::Rejected => Some(
+            "the value was refuted: a claim adds to its support, but its confidence stays under the refutation",
+        ),
+        _ => None,
+    }
+}
+
+/// What a refutation's outcome means, when the name alone does not say it.
+fn explain_refutation(outcome: Outcome) -> Option<&'static str> {
+    match outcome {
+        Outcome::Duplicate => Some(
+            "every evidence seq cited is already counted against this value, so the refutation changed nothing",
+        ),
+        _ => None,
+    }
 }
 
 fn print_facts(common: &Common, facts: &[Fact]) -> Result<(), CliError> {
@@ -483,6 +571,7 @@ fn open_writer(common: &Common) -> Result<Recorder, CliError> {
 fn write(
     common: &Common,
     why: &Why,
+    explain: impl Fn(Outcome) -> Option<&'static str>,
     op: impl FnOnce(&blackbox::KnowledgeBase) -> blackbox::kb::Result<blackbox::kb::Committed>,
 ) -> Result<(), CliError> {
     blackbox_replay::open_log_dir(&common.dir.dir)?;
@@ -520,10 +609,11 @@ fn write(
         line(
             &mut out,
             format!(
-                "version {}: {} (commit record at seq {})",
+                "version {}: {} (commit record at seq {}){}",
                 committed.version,
                 committed.outcome.name(),
-                committed.seq
+                committed.seq,
+                explain(committed.outcome).map_or_else(String::new, |e| format!(": {e}"))
             ),
         )?;
     }
