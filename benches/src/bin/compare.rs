@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p blackbox-benches --bin compare -- \
-//!     [--events N] [--rounds R] [--workload binary|json|both] [--dir PATH]
+//!     [--events N] [--rounds R] [--workload binary|json|both] [--rows ID,...] [--dir PATH]
 //! ```
 //!
 //! Defaults: 1 000 000 events, 3 rounds, both workloads, temporary directories under
@@ -11,8 +11,8 @@
 //! all back, and answers "one kind in a 10 % time window" by its best access path; each
 //! read is checked against the workload. The report (markdown, on stdout) has one table
 //! per workload with the medians of R alternated rounds, how each row answers the
-//! window query, and the ratios that the recorder's targets name. Progress goes to
-//! stderr.
+//! window query, and the ratios that the recorder's targets name (those whose rows ran:
+//! `--rows` picks rows by id, for profiling one). Progress goes to stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,14 +33,16 @@ use blackbox_benches::workload::{
     Workload,
 };
 
-const USAGE: &str =
-    "usage: compare [--events N] [--rounds R] [--workload binary|json|both] [--dir PATH]";
+const USAGE: &str = "usage: compare [--events N] [--rounds R] [--workload binary|json|both] \
+                     [--rows ID,...] [--dir PATH]";
 
 #[derive(Debug)]
 struct Args {
     events: u64,
     rounds: u32,
     variants: Vec<Variant>,
+    /// Row ids to run; empty: every row.
+    rows: Vec<String>,
     dir: PathBuf,
 }
 
@@ -56,6 +58,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command> {
         events: 1_000_000,
         rounds: 3,
         variants: Variant::ALL.to_vec(),
+        rows: Vec::new(),
         dir: std::env::temp_dir(),
     };
     while let Some(flag) = args.next() {
@@ -75,6 +78,16 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command> {
                     "json" => vec![Variant::Json],
                     "both" => Variant::ALL.to_vec(),
                     _ => return Err(bad(&"expected binary, json or both").into()),
+                }
+            }
+            "--rows" => {
+                let known: Vec<&str> = contenders().iter().map(|c| c.describe().id).collect();
+                for id in value.split(',') {
+                    if !known.contains(&id) {
+                        let known = known.join(", ");
+                        return Err(bad(&format!("no row {id:?}; the rows are {known}")).into());
+                    }
+                    parsed.rows.push(id.to_owned());
                 }
             }
             "--dir" => parsed.dir = PathBuf::from(&value),
@@ -121,7 +134,10 @@ fn run(args: &Args) -> Result<()> {
         rounds: args.rounds,
         base_dir: args.dir.clone(),
     };
-    let contenders = contenders();
+    let contenders: Vec<Box<dyn Contender>> = contenders()
+        .into_iter()
+        .filter(|c| args.rows.is_empty() || args.rows.iter().any(|id| id == c.describe().id))
+        .collect();
 
     println!(
         "`compare`: {} events of 8 kinds, median of {} alternated rounds, temporary directories under {}; {cores} cores, load average {load_before} at the start.\n",
@@ -130,7 +146,7 @@ fn run(args: &Args) -> Result<()> {
         args.dir.display(),
     );
     println!(
-        "Logical bytes of an event: its payload + {LOGICAL_TS_BYTES} B of timestamp + {LOGICAL_KIND_BYTES} B of kind id. The window query asks for one kind from {}.{} % to {}.{} % of the time span. Write: open to durable close; read: every event, open to end; both checked against the workload.\n",
+        "Logical bytes of an event: its payload + {LOGICAL_TS_BYTES} B of timestamp + {LOGICAL_KIND_BYTES} B of kind id; disk bytes are the blocks allocated (as `du` counts them). The window query asks for one kind from {}.{} % to {}.{} % of the time span. Write: from open to a durable close. Read (every event) and window: from open to the last event, each checked against the workload, right after the write (a warm page cache).\n",
         WINDOW_START_PER_MILLE / 10,
         WINDOW_START_PER_MILLE % 10,
         (WINDOW_START_PER_MILLE + WINDOW_LEN_PER_MILLE) / 10,
@@ -209,7 +225,10 @@ mod tests {
         };
         assert_eq!((args.events, args.rounds), (1_000_000, 3));
         assert_eq!(args.variants, Variant::ALL);
+        assert!(args.rows.is_empty());
         let Command::Run(args) = parse(&[
+            "--rows",
+            "recorder-sync,fjall",
             "--events",
             "200_000",
             "--rounds",
@@ -224,6 +243,7 @@ mod tests {
         };
         assert_eq!((args.events, args.rounds), (200_000, 5));
         assert_eq!(args.variants, [Variant::Json]);
+        assert_eq!(args.rows, ["recorder-sync", "fjall"]);
         assert_eq!(args.dir, PathBuf::from("x"));
         assert!(matches!(parse(&["--help"])?, Command::Help));
         Ok(())
@@ -236,6 +256,7 @@ mod tests {
         assert!(parse(&["--events", "1"]).is_err());
         assert!(parse(&["--rounds", "0"]).is_err());
         assert!(parse(&["--workload", "xml"]).is_err());
+        assert!(parse(&["--rows", "recorder-sync,rocksdb"]).is_err());
         assert!(parse(&["--frobnicate", "1"]).is_err());
     }
 
