@@ -86,7 +86,10 @@ fn add(
     payload: &Value,
 ) -> Result<()> {
     match payload {
-        Value::String(hex) if hex.len() <= 2 * PAYLOAD_BYTES_MAX => {
+        Value::String(hex) if hex.len() > 2 * PAYLOAD_BYTES_MAX => {
+            Err(format!("line {n}: a payload of {} hex digits", hex.len()).into())
+        }
+        Value::String(hex) => {
             decode_hex(hex, bytes).ok_or_else(|| format!("line {n}: the payload is not hex"))?;
             tally.add_named(kind, ts, bytes)
         }

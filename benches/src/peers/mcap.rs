@@ -26,6 +26,9 @@ use crate::Result;
 use crate::harness::{Contender, Description};
 use crate::workload::{KINDS, Tally, WindowQuery, Workload, kind_id};
 
+/// The largest chunk the window query accepts: far above the 1 MiB this writer makes.
+const CHUNK_BYTES_MAX: usize = 64 << 20;
+
 /// An MCAP row.
 #[derive(Debug, Clone, Copy)]
 pub struct Mcap {
@@ -195,10 +198,13 @@ fn indexed_window(path: &Path, query: &WindowQuery) -> Result<Tally> {
     let summary = summary_reader
         .finish()
         .ok_or("the MCAP file has no summary section")?;
+    // The chunk index's sizes come from the file: bounded before a buffer is sized by
+    // them.
     let options = IndexedReaderOptions::new()
         .include_topics([query.kind_name()])
         .starting_at(query.since_ns)
-        .ending_at(query.until_ns);
+        .ending_at(query.until_ns)
+        .with_record_length_limit(CHUNK_BYTES_MAX);
     let mut reader = IndexedReader::new_with_options(&summary, options)?;
     let mut chunk = Vec::new();
     let mut tally = Tally::default();
