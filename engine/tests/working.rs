@@ -246,3 +246,93 @@ fn the_incident_checkpoint_is_the_memory_when_the_trigger_was_recorded() {
         "{after:?}"
     );
 }
+
+/// Times per thread, and a gate: a thread that holds a gate stops inside its next clock
+/// reading until the test lets it go.
+#[derive(Debug)]
+struct GatedClock {
+    /// The time of threads without a time of their own (the writer's).
+    now_ns: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug)]
+struct Gate {
+    inside: std::sync::mpsc::Sender<()>,
+    go: std::sync::mpsc::Receiver<()>,
+}
+
+thread_local! {
+    static THREAD_NS: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    static THREAD_GATE: std::cell::RefCell<Option<Gate>> = const { std::cell::RefCell::new(None) };
+}
+
+impl blackbox::Clock for GatedClock {
+    fn now_ns(&self) -> u64 {
+        if let Some(g) = THREAD_GATE.with(|g| g.borrow_mut().take()) {
+            g.inside.send(()).unwrap();
+            g.go.recv().unwrap();
+        }
+        THREAD_NS
+            .with(std::cell::Cell::get)
+            .unwrap_or_else(|| self.now_ns.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// Guards a past bug: a change made on one thread whose message reached the writer after
+/// an event recorded later on another thread was written after that event and stamped
+/// with its later time, so `state --at` the change's time did not show it. Here the
+/// change reads the clock (time 10) and stops there, inside the memory's lock, while
+/// another thread records an event at time 20: the event's message is in the channel
+/// before the change's. The writer must write the change first, at time 10.
+#[test]
+fn a_change_announced_after_a_later_event_of_another_thread_keeps_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(GatedClock {
+        now_ns: std::sync::atomic::AtomicU64::new(5),
+    });
+    let recorder = Recorder::open(
+        dir.path(),
+        Config::new()
+            .clock(Arc::clone(&clock) as Arc<dyn blackbox::Clock>)
+            .checkpoint_interval_ns(None),
+    )
+    .unwrap();
+    let (inside_tx, inside) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let setter = s.spawn(|| {
+            THREAD_NS.with(|t| t.set(Some(10)));
+            THREAD_GATE.with(|g| {
+                *g.borrow_mut() = Some(Gate {
+                    inside: inside_tx,
+                    go: go_rx,
+                });
+            });
+            recorder.working().set("grip", json!("closed")).unwrap();
+        });
+        // The setter is inside its clock reading, under the memory's lock.
+        inside.recv().unwrap();
+        THREAD_NS.with(|t| t.set(Some(20)));
+        recorder.record(&Event::new("step.later")).unwrap();
+        go.send(()).unwrap();
+        setter.join().unwrap();
+    });
+    THREAD_NS.with(|t| t.set(None));
+    clock.now_ns.store(30, std::sync::atomic::Ordering::SeqCst);
+    recorder.close().unwrap();
+    let seen: Vec<(u64, String)> = common::read_log(dir.path())
+        .into_iter()
+        .filter_map(|r| match r {
+            Rec::Event { ts_ns, kind, .. } => Some((ts_ns, kind)),
+            Rec::Working { ts_ns, set, .. } => Some((ts_ns, format!("set {}", json!(set)))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (10, r#"set {"grip":"closed"}"#.to_owned()),
+            (20, "step.later".to_owned()),
+        ]
+    );
+}
