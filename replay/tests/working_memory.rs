@@ -12,10 +12,16 @@
 //! every instant"). The checks run at every operation's time and one nanosecond before
 //! it, with random checkpoints (asked for and timed) and events among the changes.
 //!
+//! A third property does the same through the real binary: a `record` stream of the
+//! same operations, each followed by an acknowledged probe event, and `blackbox state
+//! --at` every probe's time.
+//!
 //! CI runs a few cases; the long mode is
 //! `PROPTEST_CASES=1000 cargo test -p blackbox-replay --release --test working_memory`.
 
 #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+mod common;
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -296,6 +302,84 @@ proptest! {
         checkpoint_every_ns in 5..60u64,
     ) {
         threads(&per_thread, reads_per_ns, checkpoint_every_ns)?;
+    }
+}
+
+/// Feeds `ops` to the real `blackbox record`, each followed by an event sent with
+/// `"ack": true` (a probe: its seq comes back, and `replay` gives its time), then checks
+/// `blackbox state --at` every probe's time against the model's memory after the ops
+/// before it. Each op is applied before its probe is recorded, and the next op after
+/// the probe is written (acknowledged), so the probe's time falls between the two.
+fn through_the_binary(ops: &[Op]) -> Result<(), TestCaseError> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let mut input = String::new();
+    let mut model: BTreeMap<String, Value> = BTreeMap::new();
+    let mut after = Vec::new();
+    for op in ops {
+        let line = match op {
+            Op::Set(k, v) => {
+                model.insert(key(*k), v.clone());
+                json!({"op": "set", "key": key(*k), "value": v})
+            }
+            Op::Del(k) => {
+                model.remove(&key(*k));
+                json!({"op": "del", "key": key(*k)})
+            }
+            Op::Checkpoint => json!({"op": "checkpoint"}),
+            Op::Event => json!({"kind": "test.op"}),
+        };
+        input.push_str(&format!(
+            "{line}\n{}\n",
+            json!({"kind": "test.probe", "ack": true})
+        ));
+        after.push(model.clone());
+    }
+    let out = common::ok(&common::record(&dir, &input, &[]));
+    let replies = common::json_lines(&out);
+    prop_assert_eq!(
+        replies.len(),
+        ops.len() + 1,
+        "a reply per probe and the summary"
+    );
+    let records = common::replay_json(&dir, &["--type", "event"]);
+    for (i, (reply, memory)) in replies.iter().zip(&after).enumerate() {
+        prop_assert_eq!(reply["line"].as_u64(), Some(2 * i as u64 + 2));
+        let probe = records.iter().find(|r| r["seq"] == reply["seq"]).unwrap();
+        let at = probe["ts_ns"].as_u64().unwrap().to_string();
+        let state: Value = serde_json::from_str(&common::ok(&common::blackbox(&[
+            "state",
+            "--dir",
+            common::s(&dir),
+            "--at",
+            &at,
+            "--json",
+        ])))
+        .unwrap();
+        prop_assert_eq!(
+            &state["working"],
+            &json!(memory),
+            "state --at the probe after op {} ({:?})",
+            i,
+            &ops[i]
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases(6),
+        ..ProptestConfig::default()
+    })]
+
+    /// Through the real binary: `state --at` the time right after every operation of a
+    /// `record` stream is the model's memory then.
+    #[test]
+    fn state_at_through_the_binary_is_the_memory_after_every_operation(
+        ops in prop::collection::vec(op(), 1..24),
+    ) {
+        through_the_binary(&ops)?;
     }
 }
 

@@ -21,6 +21,7 @@ mod json_input;
 mod kb;
 mod range;
 mod record;
+mod record_kb;
 mod replay;
 mod state;
 mod stats;
