@@ -411,3 +411,35 @@ fn the_memory_between_two_checkpoints_is_the_memory_then() {
     let before = blackbox_replay::state_at(dir.path(), T0 + 99, None).unwrap();
     assert!(before.working.is_empty(), "{:?}", before.working);
 }
+
+/// Guards a past bug: a recorder killed after changes it had written, but before its
+/// next checkpoint, lost them: the next session restored the last checkpoint only.
+/// Here `record` is SIGKILLed after a sync acknowledged every change; the next session's
+/// memory (its first checkpoint) is the memory the changes made, by hand.
+#[test]
+fn the_memory_after_a_crash_is_every_change_written_before_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let mut rec = common::Recording::start(&dir, &[]);
+    rec.send(&[
+        r#"{"op":"set","key":"a","value":1}"#.to_owned(),
+        r#"{"op":"set","key":"b","value":{"x":[1,2]}}"#.to_owned(),
+        r#"{"op":"checkpoint"}"#.to_owned(),
+        r#"{"op":"set","key":"c","value":"three"}"#.to_owned(),
+        r#"{"op":"del","key":"a"}"#.to_owned(),
+    ]);
+    rec.sync();
+    rec.kill();
+    common::ok(&common::record(&dir, "{\"op\":\"checkpoint\"}\n", &[]));
+    let checkpoints = common::replay_json(&dir, &["--type", "checkpoint"]);
+    let after_crash = checkpoints
+        .iter()
+        .rev()
+        .nth(1)
+        .expect("the new session's own checkpoint, then its close's");
+    assert_eq!(
+        after_crash["working"],
+        json!({"b": {"x": [1, 2]}, "c": "three"}),
+        "{checkpoints:?}"
+    );
+}
