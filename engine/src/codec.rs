@@ -26,6 +26,9 @@ pub const INCIDENT: RecordType = RecordType(6);
 pub const DICTIONARY: RecordType = RecordType(7);
 /// What opening the log cut: a torn tail left by a crash.
 pub const RECOVERY: RecordType = RecordType(8);
+/// Working-memory changes at one time (JSON object, see
+/// [`WorkingDelta`](crate::WorkingDelta)).
+pub const WORKING: RecordType = RecordType(9);
 
 /// Why an event was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -62,11 +62,12 @@ pub enum Error {
     /// A working-memory `set` that would make the memory too large to checkpoint in
     /// one log record; the memory was left as it was.
     WorkingMemoryTooLarge {
-        /// The key that was being set.
+        /// The key that was being set (for a `replace`, its largest entry's).
         key: String,
         /// Size the memory's JSON would have had, in bytes.
         size_bytes: usize,
-        /// The log's record limit in bytes.
+        /// The memory's limit in bytes: the log's record limit less
+        /// [`DELTA_OVERHEAD_BYTES`](crate::DELTA_OVERHEAD_BYTES).
         limit_bytes: usize,
     },
     /// The recorder was closed.
@@ -124,7 +125,7 @@ impl fmt::Display for Error {
                 limit_bytes,
             } => write!(
                 f,
-                "setting working-memory key {key:?} would make the memory {size_bytes} bytes of JSON, over the log's record limit of {limit_bytes} bytes: not set"
+                "setting working-memory key {key:?} would make the memory {size_bytes} bytes of JSON, over its limit of {limit_bytes} bytes (what one log record holds): not set"
             ),
             Error::Closed => write!(f, "the recorder is closed"),
             Error::Kb(e) => write!(f, "{e}"),

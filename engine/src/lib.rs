@@ -16,7 +16,9 @@
 //! - [`Counters`]: per-kind accounting, `seen = kept + sampled_out + summarized +
 //!   dropped + overflow + lost` once every recorded event reached the writer, written
 //!   to the log (the kinds that changed) every few seconds and on close.
-//! - [`WorkingMemory`]: the volatile decision window, checkpointed into the log.
+//! - [`WorkingMemory`]: the volatile decision window: every change reaches the log as a
+//!   delta record ([`WorkingDelta`]) in its place among the events, and checkpoints
+//!   hold it whole.
 //! - [`codec`]: the records the recorder writes, read back in place with rkyv.
 //!
 //! # Example
@@ -48,6 +50,7 @@
 
 mod clock;
 pub mod codec;
+mod delta;
 mod error;
 mod event;
 mod names;
@@ -63,12 +66,13 @@ pub use blackbox_log::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Counters;
+pub use delta::WorkingDelta;
 pub use error::{Error, Result};
 pub use event::Event;
 pub use names::{DictionaryFold, NAMES_PER_LOG_MAX, NameLimitError, VALUES_PER_EVENT_MAX};
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
 pub use recorder::{Config, KB_DIR, Overflow, Recorder, SUMMARY_GRACE_NS};
-pub use working::WorkingMemory;
+pub use working::{DELTA_OVERHEAD_BYTES, WorkingMemory};
 
 // The recorder is shared by the threads of a runtime: it must stay `Send + Sync`.
 const _: fn() = || {

@@ -166,8 +166,6 @@ struct EventMsg {
     /// a third of the cost of a kept event.
     payload: codec::Payload,
     values: Vec<(u32, f64)>,
-    /// For a trigger: the working memory when it was recorded.
-    snapshot: Option<Vec<u8>>,
 }
 
 impl EventMsg {
@@ -191,6 +189,13 @@ enum Msg {
     Close(Reply<Option<Seq>>),
     /// An event to keep whatever its tier, answered with its seq.
     Evidence(EventMsg, Reply<Seq>),
+    /// Working-memory changes wait, up to this number: written here, in their place
+    /// among the events of the thread that made them (unless a record stamped later
+    /// took them first). With a reply, answered once they are taken.
+    Working {
+        last: u64,
+        reply: Option<Sender<()>>,
+    },
     /// A knowledge-base commit, appended once its evidence is checked.
     Kb {
         /// The time the commit was made.
@@ -348,12 +353,18 @@ impl Recorder {
             .into());
         }
         let limits = NameLimits::for_record_bytes(log.record_bytes_max());
+        let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
         let shared = Arc::new(Shared {
             policy: config.policy.clone(),
             clock: Arc::clone(&config.clock),
             names: Interner::new(limits),
             kinds: Kinds::new(limits),
-            working: Arc::new(WorkingMemory::with_limit(log.record_bytes_max())),
+            working: Arc::new(WorkingMemory::journaled(
+                log.record_bytes_max()
+                    .saturating_sub(crate::working::DELTA_OVERHEAD_BYTES),
+                Arc::clone(&config.clock),
+                notify_writer(tx.clone()),
+            )),
             postroll_until_ns: AtomicU64::new(0),
             triggers: Mutex::new(Vec::new()),
             triggers_pending: AtomicUsize::new(0),
@@ -376,9 +387,10 @@ impl Recorder {
             // refuses a lower timestamp).
             let last = LogReader::open(dir)?.records(seq..)?.next().transpose()?;
             restored.last_ts_ns = last.map_or(0, |r| r.ts_ns());
+            restored.any_record = true;
         }
-        let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
         let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored);
+        shared.working.start_journal();
         writer.open_session(&recovery)?;
         let on_panic = Arc::clone(&shared);
         let panic_dir = dir.to_owned();
@@ -541,15 +553,10 @@ impl Recorder {
         for &(name, v) in event.values {
             values.push((self.shared.names.intern(name)?, v));
         }
-        let mut snapshot = None;
         let ts_ns = if class.trigger
             && let Some(incident) = self.shared.policy.incident()
         {
-            let ts_ns = self.shared.publish_trigger(incident.postroll_ns);
-            // The incident's checkpoint is the working memory as it was when the trigger
-            // was recorded, not when the writer gets to it.
-            snapshot = Some(self.shared.working.to_json_bytes());
-            ts_ns
+            self.shared.publish_trigger(incident.postroll_ns)
         } else {
             self.shared.clock.now_ns()
         };
@@ -591,7 +598,6 @@ impl Recorder {
             encoding: event.encoding,
             payload: SmallVec::from_slice(event.payload),
             values,
-            snapshot,
         };
         Ok(Some(Msg::Event(msg)))
     }
@@ -809,6 +815,31 @@ impl Drop for Recorder {
 /// subdirectories).
 pub const KB_DIR: &str = "kb";
 
+/// How a working-memory change tells the writer that it waits: a message through the
+/// writer's channel. It waits for room as an event does under `Overflow::Block`, whatever
+/// the overflow policy, since a change is never dropped; with `wait` (too many bytes of
+/// changes wait), it also waits until the writer has taken them.
+fn notify_writer(tx: Sender<Msg>) -> Box<dyn Fn(u64, bool) + Send + Sync> {
+    Box::new(move |last, wait| {
+        if wait {
+            let (reply, rx) = crossbeam_channel::bounded(1);
+            if tx
+                .send(Msg::Working {
+                    last,
+                    reply: Some(reply),
+                })
+                .is_ok()
+            {
+                let _ = rx.recv();
+            }
+        } else {
+            // Refused only once the writer is gone: the recorder closed or failed, and
+            // its changes are no longer logged.
+            let _ = tx.send(Msg::Working { last, reply: None });
+        }
+    })
+}
+
 /// The knowledge base's way into the log: commits go through the writer thread, so they
 /// take their place among the events.
 #[derive(Debug, Clone)]
@@ -882,13 +913,20 @@ struct Restored {
     totals: Vec<Counters>,
     /// Timestamp of the log's last record.
     last_ts_ns: u64,
+    /// The working memory as the log holds it: the last checkpoint and every delta
+    /// after it (empty when not restored).
+    working: BTreeMap<String, serde_json::Value>,
+    /// Whether the log holds any record.
+    any_record: bool,
 }
 
 /// Restores the dictionary, the accounting totals and the working memory from the log,
 /// reading back from the last segment: to the last segment that opens with the
 /// dictionary (or the first) for the names; to the last segment whose preamble holds an
 /// accounting snapshot (or the first) for the totals, folding every accounting record
-/// from there; and as far as the last checkpoint.
+/// from there; and as far as the last checkpoint, whose memory the working-memory
+/// deltas after it are then folded into (reading forward from it): the memory is what
+/// the log holds, also after a crash that left no checkpoint at the end.
 fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restored> {
     let segments = blackbox_log::list_segments(dir)?;
     let reader = LogReader::open(dir)?;
@@ -896,6 +934,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
     let mut dict_done = false;
     let mut accounting_done = false;
     let mut checkpoint_done = !restore_working;
+    let mut checkpoint = None;
     // Per segment read, newest first: its dictionary entries and accounting records.
     let mut dict_segments: Vec<Vec<(u64, u32, String)>> = Vec::new();
     let mut accounting_segments: Vec<Vec<blackbox_log::LogRecord>> = Vec::new();
@@ -954,14 +993,38 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             accounting_done = opens_with_totals || i == 0;
         }
         if let Some(r) = last_checkpoint {
-            let content: BTreeMap<String, serde_json::Value> = serde_json::from_slice(r.payload())
-                .map_err(|e| Error::Restore {
+            checkpoint = Some(r);
+            checkpoint_done = true;
+        }
+    }
+    if restore_working {
+        let (mut memory, from) = match &checkpoint {
+            Some(r) => {
+                let memory = serde_json::from_slice(r.payload()).map_err(|e| Error::Restore {
                     seq: r.seq().0,
                     reason: format!("checkpoint record: {e}"),
                 })?;
-            shared.working.replace(content);
-            checkpoint_done = true;
+                (memory, r.seq().0 + 1)
+            }
+            None => (serde_json::Map::new(), 0),
+        };
+        if segments.last().is_some() {
+            for r in reader.records(Seq(from)..)? {
+                let r = r?;
+                if r.record_type() == codec::WORKING {
+                    let delta =
+                        crate::delta::WorkingDelta::decode(r.payload()).map_err(|reason| {
+                            Error::Restore {
+                                seq: r.seq().0,
+                                reason: format!("working-memory delta record: {reason}"),
+                            }
+                        })?;
+                    delta.apply(&mut memory);
+                }
+            }
         }
+        restored.working = memory.into_iter().collect();
+        shared.working.restore(restored.working.clone());
     }
     let mut fold = DictionaryFold::new();
     for (seq, id, name) in dict_segments.into_iter().rev().flatten() {
@@ -1094,6 +1157,13 @@ struct Writer {
     received: u64,
     /// Whether what a failure cost was moved to `lost`.
     failure_accounted: bool,
+    /// The working memory as the log holds it so far: the last checkpoint with every
+    /// delta since folded in. Checkpoints write it, so a checkpoint is exactly the fold
+    /// of the records before it.
+    logged: BTreeMap<String, serde_json::Value>,
+    /// Write a checkpoint of the empty memory when the session opens: the log holds a
+    /// memory this session did not restore.
+    reset_working: bool,
 }
 
 /// A post-roll window of the triggers taken: `[start_ns, end_ns)`.
@@ -1132,6 +1202,7 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     fn new(log: Log, shared: Arc<Shared>, config: &Config, restored: Restored) -> Writer {
+        let reset_working = !config.restore_working_memory && restored.any_record;
         let now = shared.clock.now_ns();
         Writer {
             incident: shared.policy.incident().cloned(),
@@ -1161,6 +1232,8 @@ impl Writer {
             dirty: false,
             received: 0,
             failure_accounted: false,
+            logged: restored.working,
+            reset_working,
             shared,
         }
     }
@@ -1185,6 +1258,12 @@ impl Writer {
                 detail: recovery.torn_detail.clone().unwrap_or_default(),
             };
             self.emit_encoded(codec::RECOVERY, at, &record);
+        }
+        if self.reset_working {
+            // The memory starts empty although the log holds one: say so, or readers
+            // would fold this session's changes into the last session's memory.
+            let at = self.last_stamp_ns;
+            self.emit_raw(codec::CHECKPOINT, at, b"{}");
         }
         let all = self.shared.names.all();
         if !all.is_empty() {
@@ -1346,6 +1425,13 @@ impl Writer {
                 }
             },
             Msg::Sync(reply) => waiting.syncs.push(reply),
+            Msg::Working { last, reply } => {
+                let changes = self.shared.working.take_through(last);
+                self.emit_changes(changes);
+                if let Some(reply) = reply {
+                    let _ = reply.send(());
+                }
+            }
             Msg::Evidence(e, reply) => {
                 self.received += 1;
                 self.name(&e);
@@ -1431,6 +1517,11 @@ impl Writer {
                 Msg::Sync(r) => {
                     let _ = r.send(Err(self.shared.failure()));
                 }
+                Msg::Working { reply, .. } => {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(());
+                    }
+                }
                 Msg::Stats(r) => {
                     let _ = r.send(Ok(self.stats()));
                 }
@@ -1466,6 +1557,8 @@ impl Writer {
         if std::mem::replace(&mut self.failure_accounted, true) {
             return;
         }
+        // Nothing more reaches the log: the memory stops queueing its changes.
+        drop(self.shared.working.stop_journal());
         for kind in std::mem::take(&mut self.out_kept) {
             let c = self.counts(kind);
             c.kept -= 1;
@@ -1482,10 +1575,11 @@ impl Writer {
         self.ring_bytes = 0;
     }
 
-    /// The working memory as JSON, or `CheckpointTooLarge` when it would not fit in a
-    /// log record (the memory refuses a `set` that would make it so).
+    /// The working memory as the log holds it (the last checkpoint and the deltas since),
+    /// as JSON, or `CheckpointTooLarge` when it would not fit in a log record (the memory
+    /// refuses a `set` that would make it so).
     fn snapshot(&self) -> Result<Vec<u8>> {
-        let bytes = self.shared.working.to_json_bytes();
+        let bytes = serde_json::to_vec(&self.logged).unwrap_or_else(|_| b"{}".to_vec());
         let limit_bytes = self.log.record_bytes_max();
         if bytes.len() > limit_bytes {
             return Err(Error::CheckpointTooLarge {
@@ -1512,6 +1606,9 @@ impl Writer {
     }
 
     fn close(&mut self) -> Result<Option<Seq>> {
+        // Every change made before the close reaches the log; later ones do not.
+        let changes = self.shared.working.stop_journal();
+        self.emit_changes(changes);
         // Nothing is queued behind these records: they take the clock's time.
         let now = self.shared.clock.now_ns();
         let open: Vec<(u32, u64)> = self.windows.keys().copied().collect();
@@ -1527,9 +1624,56 @@ impl Writer {
         Ok(self.log.sync()?)
     }
 
+    /// The stamp of a record asked for at `ts_ns`: that time, or the last stamp when it
+    /// is later. Before a stamp moves past the last one, the working-memory changes made
+    /// before it are written, in their place (see `WorkingMemory::queue`).
     fn stamp(&mut self, ts_ns: u64) -> u64 {
+        if ts_ns > self.last_stamp_ns {
+            let changes = self.shared.working.take_before(ts_ns);
+            self.emit_changes(changes);
+        }
         self.last_stamp_ns = self.last_stamp_ns.max(ts_ns);
         self.last_stamp_ns
+    }
+
+    /// Queues working-memory delta records for `changes` (in the order made): one per
+    /// time, holding the net effect of that time's changes on the memory the log holds
+    /// (nothing when they leave it as it was), split into several when it does not fit
+    /// a record. Changes of one time are coalesced, never changes of two: every time a
+    /// reader may ask about sees its own memory.
+    fn emit_changes(&mut self, changes: Vec<crate::working::Change>) {
+        let mut changes = changes.into_iter().peekable();
+        while let Some(first) = changes.next() {
+            let ts_ns = first.ts_ns;
+            let mut net = BTreeMap::from([(first.key, first.value)]);
+            while let Some(c) = changes.next_if(|c| c.ts_ns == ts_ns) {
+                net.insert(c.key, c.value);
+            }
+            let mut sets = Vec::new();
+            let mut dels = Vec::new();
+            for (key, value) in net {
+                match value {
+                    Some(v) if self.logged.get(&key) != Some(&v) => sets.push((key, v)),
+                    None if self.logged.contains_key(&key) => dels.push(key),
+                    _ => {}
+                }
+            }
+            if sets.is_empty() && dels.is_empty() {
+                continue;
+            }
+            // Never earlier than the last stamp (the clock may have gone back).
+            self.last_stamp_ns = self.last_stamp_ns.max(ts_ns);
+            let at = self.last_stamp_ns;
+            for chunk in crate::delta::encode(&sets, &dels, self.log.record_bytes_max()) {
+                let start = self.arena.len();
+                self.arena.extend_from_slice(&chunk);
+                self.out.push((codec::WORKING, at, start..self.arena.len()));
+            }
+            for key in dels {
+                self.logged.remove(&key);
+            }
+            self.logged.extend(sets);
+        }
     }
 
     fn counts(&mut self, kind: u32) -> &mut Counters {
@@ -1675,7 +1819,7 @@ impl Writer {
 
     /// Writes the pre-roll, the trigger, the incident marker and the checkpoint; returns
     /// the trigger's seq.
-    fn on_trigger(&mut self, mut msg: EventMsg) -> Result<u64> {
+    fn on_trigger(&mut self, msg: EventMsg) -> Result<u64> {
         let Some(incident) = self.incident.clone() else {
             return Ok(0);
         };
@@ -1708,7 +1852,6 @@ impl Writer {
         self.ring = later;
         let kind = msg.kind.id;
         self.counts(kind).kept += 1;
-        let snapshot = msg.snapshot.take();
         self.emit_event(msg, tier, 1.0);
         let trigger_seq = self.flush_out()?.map_or(0, |s| s.0);
         let postroll_end = self.add_span(ts, ts.saturating_add(incident.postroll_ns));
@@ -1722,10 +1865,10 @@ impl Writer {
         };
         let at = self.stamp(ts);
         self.emit_encoded(codec::INCIDENT, at, &marker);
-        // The memory refuses a `set` that would not fit a record; checked all the same.
-        if let Some(snapshot) = snapshot
-            && snapshot.len() <= self.log.record_bytes_max()
-        {
+        // The memory as the log holds it at the trigger: every change made before the
+        // trigger was written before it. The memory refuses a `set` that would not fit
+        // a record; checked all the same.
+        if let Ok(snapshot) = self.snapshot() {
             self.emit_raw(codec::CHECKPOINT, at, &snapshot);
         }
         Ok(trigger_seq)
@@ -1906,8 +2049,10 @@ impl Writer {
     }
 
     fn checkpoint(&mut self, ts_ns: u64) -> Result<Seq> {
+        // Stamped first, so that the changes made before it are in it.
+        let at = self.stamp(ts_ns);
         let snapshot = self.snapshot()?;
-        self.emit_raw(codec::CHECKPOINT, ts_ns, &snapshot);
+        self.emit_raw(codec::CHECKPOINT, at, &snapshot);
         Ok(self.flush_out()?.unwrap_or(Seq(0)))
     }
 

@@ -1,36 +1,107 @@
 //! Working memory: the current decision window, a cache and never the truth.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
 use serde_json::Value;
 
+use crate::clock::Clock;
 use crate::error::{Error, Result};
 
 /// A concurrent map from string keys to JSON values. Volatile: it survives a restart
-/// only through the checkpoints the recorder writes into the log
-/// ([`Recorder::checkpoint`](crate::Recorder::checkpoint)), which
-/// [`Recorder::open`](crate::Recorder::open) can restore.
+/// only through the log, which [`Recorder::open`](crate::Recorder::open) restores it
+/// from.
+///
+/// In a recorder, every change reaches the log: each `set`, `remove` and `replace` is
+/// stamped by the recorder's clock while it is made and queued for the writer thread,
+/// which writes it as a working-memory delta record (`codec::WORKING`) in its place
+/// among the events, so the memory can be rebuilt as it was at any instant
+/// (`blackbox_replay::state_at`). Checkpoints ([`Recorder::checkpoint`](crate::Recorder::checkpoint),
+/// timed, at an incident, at close) hold the whole memory and bound how far back a
+/// reader must go.
 ///
 /// A checkpoint is one log record holding the whole memory as a JSON object, so the
-/// memory is bounded by the log's record limit: a [`WorkingMemory::set`] that would make
-/// its JSON larger is refused and changes nothing. Every checkpoint (on request, timed,
-/// at an incident, at close) therefore fits, and a restart restores the memory whole.
+/// memory is bounded by the log's record limit (less [`DELTA_OVERHEAD_BYTES`], so that
+/// any single change also fits a delta record): a [`WorkingMemory::set`] that would make
+/// its JSON larger is refused and changes nothing. Every checkpoint therefore fits, and a
+/// restart restores the memory whole.
 #[derive(Debug)]
 pub struct WorkingMemory {
     inner: RwLock<Inner>,
     limit_bytes: usize,
+    journal: Option<Journal>,
 }
+
+/// Room a delta record takes beyond the memory's own JSON for one change:
+/// `{"set":{"k":v}}` is 7 bytes longer than `{"k":v}`, `{"del":["k"]}` shorter than a
+/// memory holding `k`.
+pub const DELTA_OVERHEAD_BYTES: usize = 16;
 
 #[derive(Debug, Default)]
 struct Inner {
     map: BTreeMap<String, Value>,
     /// Bytes of `serde_json::to_vec(&map)`, kept up to date on every change.
     json_bytes: usize,
+    /// Changes the writer has not taken yet, in the order they were made: their numbers
+    /// increase and their stamps never decrease.
+    queue: VecDeque<Change>,
+    /// Bytes the queued changes hold (their keys and values as JSON).
+    queue_bytes: usize,
+    /// The number the next change gets.
+    next_change: u64,
+    /// The stamp of the last change queued.
+    last_change_ns: u64,
+    /// Whether changes are queued for the log: from the end of the recorder's restore
+    /// until it closes or fails.
+    journaling: bool,
 }
 
+/// A change to the working memory on its way to the log.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Change {
+    /// Its place among the changes: they are made, and numbered, under the memory's
+    /// lock.
+    pub(crate) number: u64,
+    /// When it was made, by the recorder's clock.
+    pub(crate) ts_ns: u64,
+    pub(crate) key: String,
+    /// The value set; `None` for a removal.
+    pub(crate) value: Option<Value>,
+}
+
+/// The recorder's side of a working memory: the clock that stamps changes and the way
+/// to tell the writer that some wait.
+pub(crate) struct Journal {
+    clock: Arc<dyn Clock>,
+    /// Set, under the memory's lock and before the clock is read, when a change is
+    /// queued; cleared, under the lock, when the writer takes the last one. The writer
+    /// reads it without the lock to skip an empty queue.
+    queued: AtomicBool,
+    /// Tells the writer that the changes up to this number wait: a message through its
+    /// channel, sent after the memory's lock is released, so the writer finds each
+    /// change at its place among the events of the thread that made it. With `true`,
+    /// waits until the writer has taken them.
+    notify: Box<dyn Fn(u64, bool) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("clock", &self.clock)
+            .field("queued", &self.queued)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Bytes of changes that may wait for the writer before a change waits until the writer
+/// has taken them: the queue holds each value a second time, and a host setting large
+/// values faster than the writer takes them must not grow it without bound.
+const QUEUE_BYTES_MAX: usize = 64 << 20;
+
 impl Default for WorkingMemory {
-    /// A memory without a size limit (the recorder's has the log's record limit).
+    /// A memory without a size limit and without a log (the recorder's has both).
     fn default() -> WorkingMemory {
         WorkingMemory::with_limit(usize::MAX)
     }
@@ -51,7 +122,7 @@ impl std::io::Write for CountingWriter {
 }
 
 /// Bytes of `value` as compact JSON.
-fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+pub(crate) fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
     let mut w = CountingWriter(0);
     // Writing JSON of a `String` or a `Value` into a counter cannot fail.
     let _ = serde_json::to_writer(&mut w, value);
@@ -70,14 +141,33 @@ fn object_len(n: usize, entries: usize) -> usize {
 }
 
 impl WorkingMemory {
-    /// A memory whose JSON may take at most `limit_bytes`.
+    /// A memory whose JSON may take at most `limit_bytes`, with no log behind it.
     pub(crate) fn with_limit(limit_bytes: usize) -> WorkingMemory {
         WorkingMemory {
             inner: RwLock::new(Inner {
-                map: BTreeMap::new(),
                 json_bytes: 2,
+                ..Inner::default()
             }),
             limit_bytes,
+            journal: None,
+        }
+    }
+
+    /// A recorder's memory: changes are stamped by `clock` and, once
+    /// [`WorkingMemory::start_journal`] is called, queued for the writer, which `notify`
+    /// tells of them.
+    pub(crate) fn journaled(
+        limit_bytes: usize,
+        clock: Arc<dyn Clock>,
+        notify: Box<dyn Fn(u64, bool) + Send + Sync>,
+    ) -> WorkingMemory {
+        WorkingMemory {
+            journal: Some(Journal {
+                clock,
+                queued: AtomicBool::new(false),
+                notify,
+            }),
+            ..WorkingMemory::with_limit(limit_bytes)
         }
     }
 
@@ -86,13 +176,16 @@ impl WorkingMemory {
         self.inner.read().map.get(key).cloned()
     }
 
-    /// Sets `key` to `value`, returning the previous value.
+    /// Sets `key` to `value`, returning the previous value. In a recorder the change is
+    /// stamped by its clock and written to the log in its place among the events; it
+    /// waits for the writer only while the writer's channel is full, or while more than
+    /// 64 MiB of changes wait for it.
     ///
     /// # Errors
     ///
-    /// [`Error::WorkingMemoryTooLarge`] when the memory as JSON would exceed the log's
-    /// record limit, so it could no longer be checkpointed whole; the memory is left as
-    /// it was.
+    /// [`Error::WorkingMemoryTooLarge`] when the memory as JSON would exceed its limit
+    /// (the log's record limit less [`DELTA_OVERHEAD_BYTES`]), so it could no longer be
+    /// checkpointed whole; the memory is left as it was.
     pub fn set(&self, key: impl Into<String>, value: Value) -> Result<Option<Value>> {
         let key = key.into();
         let added = entry_len(&key, &value);
@@ -112,16 +205,25 @@ impl WorkingMemory {
             });
         }
         inner.json_bytes = size_bytes;
-        Ok(inner.map.insert(key, value))
+        let queued = self.queue(&mut inner, &key, Some(&value), added);
+        let old = inner.map.insert(key, value);
+        drop(inner);
+        self.notify(queued);
+        Ok(old)
     }
 
-    /// Removes `key`, returning its value.
+    /// Removes `key`, returning its value. In a recorder the removal reaches the log as
+    /// a change does (see [`WorkingMemory::set`]); removing a key that is not there
+    /// changes nothing and writes nothing.
     pub fn remove(&self, key: &str) -> Option<Value> {
         let mut inner = self.inner.write();
         let old = inner.map.remove(key)?;
         let n = inner.map.len() + 1;
         let entries = inner.json_bytes - object_len(n, 0) - entry_len(key, &old);
         inner.json_bytes = object_len(n - 1, entries);
+        let queued = self.queue(&mut inner, key, None, json_len(key));
+        drop(inner);
+        self.notify(queued);
         Some(old)
     }
 
@@ -145,21 +247,170 @@ impl WorkingMemory {
         self.inner.read().json_bytes
     }
 
-    /// The most bytes the memory may take as JSON: the log's record limit.
+    /// The most bytes the memory may take as JSON: the log's record limit less
+    /// [`DELTA_OVERHEAD_BYTES`].
     pub fn limit_bytes(&self) -> usize {
         self.limit_bytes
     }
 
-    /// Replaces the whole content (used to restore a checkpoint, which fitted a record).
-    pub fn replace(&self, content: BTreeMap<String, Value>) {
+    /// Replaces the whole content, returning the previous one. In a recorder this is one
+    /// change at one time: the keys that go and the values that differ reach the log
+    /// together.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WorkingMemoryTooLarge`] (naming the largest key) when the content as
+    /// JSON exceeds the memory's limit; the memory is left as it was.
+    pub fn replace(&self, content: BTreeMap<String, Value>) -> Result<BTreeMap<String, Value>> {
+        let entries: usize = content.iter().map(|(k, v)| entry_len(k, v)).sum();
+        let size_bytes = object_len(content.len(), entries);
+        if size_bytes > self.limit_bytes {
+            let key = content
+                .iter()
+                .max_by_key(|(k, v)| entry_len(k, v))
+                .map(|(k, _)| k.clone())
+                .unwrap_or_default();
+            return Err(Error::WorkingMemoryTooLarge {
+                key,
+                size_bytes,
+                limit_bytes: self.limit_bytes,
+            });
+        }
+        let mut inner = self.inner.write();
+        let mut queued = None;
+        let gone: Vec<String> = inner
+            .map
+            .keys()
+            .filter(|k| !content.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            let bytes = json_len(&key);
+            queued = self.queue(&mut inner, &key, None, bytes).or(queued);
+        }
+        for (key, value) in &content {
+            if inner.map.get(key) != Some(value) {
+                let bytes = entry_len(key, value);
+                queued = self.queue(&mut inner, key, Some(value), bytes).or(queued);
+            }
+        }
+        inner.json_bytes = size_bytes;
+        let old = std::mem::replace(&mut inner.map, content);
+        drop(inner);
+        self.notify(queued);
+        Ok(old)
+    }
+
+    /// Sets the content the log holds (the recorder's restore on open): not queued for
+    /// the log, which has it, and not checked against the limit, since the log's records
+    /// held it.
+    pub(crate) fn restore(&self, content: BTreeMap<String, Value>) {
         let entries = content.iter().map(|(k, v)| entry_len(k, v)).sum();
         let mut inner = self.inner.write();
         inner.json_bytes = object_len(content.len(), entries);
         inner.map = content;
     }
 
-    pub(crate) fn to_json_bytes(&self) -> Vec<u8> {
+    /// The memory as a JSON object.
+    #[cfg(test)]
+    fn to_json_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(&self.inner.read().map).unwrap_or_else(|_| b"{}".to_vec())
+    }
+
+    /// Queues a change for the log, if this memory keeps one: returns its number and
+    /// whether too many bytes now wait.
+    ///
+    /// IMPORTANT: `queued` is set before the clock is read, both under the memory's
+    /// lock. The writer, before it stamps a record with a time later than any before it,
+    /// takes the queued changes stamped before that time ([`WorkingMemory::take_before`]);
+    /// a change not yet queued then reads the clock after the writer looked, so it is
+    /// stamped no earlier than that record, and the log's timestamps stay the changes'
+    /// own.
+    fn queue(
+        &self,
+        inner: &mut Inner,
+        key: &str,
+        value: Option<&Value>,
+        bytes: usize,
+    ) -> Option<(u64, bool)> {
+        let journal = self.journal.as_ref()?;
+        if !inner.journaling {
+            return None;
+        }
+        journal.queued.store(true, Ordering::SeqCst);
+        let ts_ns = journal.clock.now_ns().max(inner.last_change_ns);
+        inner.last_change_ns = ts_ns;
+        let number = inner.next_change;
+        inner.next_change += 1;
+        inner.queue.push_back(Change {
+            number,
+            ts_ns,
+            key: key.to_owned(),
+            value: value.cloned(),
+        });
+        inner.queue_bytes += bytes;
+        Some((number, inner.queue_bytes > QUEUE_BYTES_MAX))
+    }
+
+    /// Tells the writer of a queued change (outside the memory's lock: the writer takes
+    /// it to drain the queue).
+    fn notify(&self, queued: Option<(u64, bool)>) {
+        if let (Some(journal), Some((number, wait))) = (&self.journal, queued) {
+            (journal.notify)(number, wait);
+        }
+    }
+
+    /// Starts queueing changes for the log (after the recorder restored the memory).
+    pub(crate) fn start_journal(&self) {
+        self.inner.write().journaling = true;
+    }
+
+    /// Stops queueing changes (the recorder closed or failed) and returns those still
+    /// queued.
+    pub(crate) fn stop_journal(&self) -> Vec<Change> {
+        let mut inner = self.inner.write();
+        inner.journaling = false;
+        self.take(&mut inner, |_| true)
+    }
+
+    /// Takes the queued changes stamped before `ts_ns`.
+    pub(crate) fn take_before(&self, ts_ns: u64) -> Vec<Change> {
+        match &self.journal {
+            Some(j) if j.queued.load(Ordering::SeqCst) => {
+                let mut inner = self.inner.write();
+                self.take(&mut inner, |c| c.ts_ns < ts_ns)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Takes the queued changes up to number `last` (those already taken are gone).
+    pub(crate) fn take_through(&self, last: u64) -> Vec<Change> {
+        match &self.journal {
+            Some(j) if j.queued.load(Ordering::SeqCst) => {
+                let mut inner = self.inner.write();
+                self.take(&mut inner, |c| c.number <= last)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Takes the queue's longest prefix whose changes all pass `take`.
+    fn take(&self, inner: &mut Inner, take: impl Fn(&Change) -> bool) -> Vec<Change> {
+        let n = inner.queue.iter().take_while(|c| take(c)).count();
+        let taken: Vec<Change> = inner.queue.drain(..n).collect();
+        for c in &taken {
+            inner.queue_bytes -= match &c.value {
+                Some(v) => entry_len(&c.key, v),
+                None => json_len(&c.key),
+            };
+        }
+        if inner.queue.is_empty()
+            && let Some(j) = &self.journal
+        {
+            j.queued.store(false, Ordering::SeqCst);
+        }
+        taken
     }
 }
 

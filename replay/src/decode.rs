@@ -6,7 +6,7 @@ use blackbox::codec::{
     self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedEventRecord,
     ArchivedIncidentRecord, ArchivedRecoveryRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
 };
-use blackbox::{Counters, DictionaryFold, LogRecord};
+use blackbox::{Counters, DictionaryFold, LogRecord, WorkingDelta};
 
 use crate::error::{Error, Result};
 
@@ -29,11 +29,13 @@ pub enum RecordType {
     Dictionary,
     /// A torn tail the log cut when the recorder opened it (8).
     Recovery,
+    /// Working-memory changes at one time (9).
+    Working,
 }
 
 impl RecordType {
     /// Every type, in tag order.
-    pub const ALL: [RecordType; 8] = [
+    pub const ALL: [RecordType; 9] = [
         RecordType::Event,
         RecordType::Summary,
         RecordType::Accounting,
@@ -42,6 +44,7 @@ impl RecordType {
         RecordType::Incident,
         RecordType::Dictionary,
         RecordType::Recovery,
+        RecordType::Working,
     ];
 
     /// The name in JSON output and on the command line (`event`, `summary`, ...).
@@ -55,6 +58,7 @@ impl RecordType {
             RecordType::Incident => "incident",
             RecordType::Dictionary => "dictionary",
             RecordType::Recovery => "recovery",
+            RecordType::Working => "working",
         }
     }
 
@@ -69,6 +73,7 @@ impl RecordType {
             RecordType::Incident => codec::INCIDENT,
             RecordType::Dictionary => codec::DICTIONARY,
             RecordType::Recovery => codec::RECOVERY,
+            RecordType::Working => codec::WORKING,
         }
     }
 
@@ -125,6 +130,7 @@ impl Record {
             Body::Incident(_) => Some(RecordType::Incident),
             Body::Dictionary(_) => Some(RecordType::Dictionary),
             Body::Recovery(_) => Some(RecordType::Recovery),
+            Body::Working(_) => Some(RecordType::Working),
             Body::Unknown { .. } => None,
         }
     }
@@ -170,6 +176,10 @@ pub enum Body {
     Dictionary(Dictionary),
     /// A torn tail cut when the log was opened.
     Recovery(Recovery),
+    /// Working-memory changes at one time: the keys set (to their new values) and the
+    /// keys removed. The memory at a time is the last checkpoint at or before it with
+    /// every delta after it, at or before that time, applied in log order.
+    Working(WorkingDelta),
     /// A type tag the recorder does not write (a newer writer's, or another layer's):
     /// kept, not interpreted.
     Unknown {
@@ -494,6 +504,7 @@ impl Decoder {
                     .map_err(|e| fail(format!("a checkpoint is a JSON object: {e}")))?;
                 Body::Checkpoint(Checkpoint { working })
             }
+            RecordType::Working => Body::Working(WorkingDelta::decode(payload).map_err(fail)?),
             RecordType::Kb => {
                 let commit: serde_json::Value = serde_json::from_slice(payload)
                     .map_err(|e| fail(format!("a knowledge-base commit is a JSON object: {e}")))?;

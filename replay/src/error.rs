@@ -130,7 +130,7 @@ impl fmt::Display for Error {
             Error::InvalidGlob { reason, .. } => f.write_str(reason),
             Error::InvalidRecordType { input } => write!(
                 f,
-                "unknown record type {input:?}: expected event, summary, accounting, checkpoint, kb, incident or dictionary"
+                "unknown record type {input:?}: expected event, summary, accounting, checkpoint, working, kb, incident, dictionary or recovery"
             ),
             Error::InvalidKey { path, reason } => {
                 write!(f, "invalid key file {}: {reason}", path.display())

@@ -37,6 +37,8 @@ pub fn hex(bytes: &[u8]) -> String {
 ///   overflow, preroll, lost}}`, the kinds whose running totals changed since the
 ///   previous accounting record.
 /// - checkpoint: `working: {key: value}`.
+/// - working (working-memory changes at one time): `set: {key: value}` (the keys set
+///   and their new values) and `del: [key]` (the keys removed), each possibly empty.
 /// - kb: `commit` (the commit object).
 /// - incident: `kind` and `trigger_kind` (the trigger's kind), `trigger_seq`,
 ///   `trigger_ts`, `trigger_ts_ns`, `preroll_start`, `preroll_start_ns`,
@@ -97,6 +99,13 @@ pub fn to_json(record: &Record) -> Value {
         }
         Body::Checkpoint(c) => {
             o.insert("working".into(), Value::Object(c.working.clone()));
+        }
+        Body::Working(d) => {
+            o.insert("set".into(), Value::Object(d.set.clone()));
+            o.insert(
+                "del".into(),
+                Value::Array(d.del.iter().cloned().map(Value::from).collect()),
+            );
         }
         Body::Kb(k) => {
             o.insert("commit".into(), k.commit.clone());

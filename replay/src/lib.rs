@@ -18,8 +18,8 @@
 //! - [`stats()`], [`export_jsonl`]: the log's totals, and the JSONL export with its
 //!   manifest; [`Weights`]: the export weights, computed from the log;
 //!   [`check_export`]: whether an exported file is still what its manifest says.
-//! - [`state_at`]: time travel: the working memory of the last checkpoint, the
-//!   knowledge base and the accounting totals at any point in time; [`kb_view`]: the
+//! - [`state_at`]: time travel: the working memory, the knowledge base and the
+//!   accounting totals at any point in time; [`kb_view`]: the
 //!   knowledge base rebuilt from the log, for reading without the writer's lock.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
 //!   argument formats.
@@ -68,6 +68,7 @@ mod stats;
 mod time;
 mod weights;
 
+pub use blackbox::WorkingDelta;
 pub use decode::{
     Accounting, Body, Checkpoint, Decoder, Dictionary, Event, Incident, KbCommit, Payload, Record,
     RecordType, Summary, ValueSummary, record_hash,

@@ -19,10 +19,15 @@ use crate::replay::Replay;
 pub struct State {
     /// The point in time, ns since the epoch.
     pub at_ns: u64,
-    /// The working memory of the last checkpoint at or before `at_ns` (empty if none).
+    /// The working memory at `at_ns`: the last checkpoint at or before it, with every
+    /// working-memory delta after that checkpoint and at or before `at_ns` applied in
+    /// log order (empty before the first change).
     pub working: Map<String, Value>,
     /// The seq of that checkpoint.
     pub checkpoint_seq: Option<u64>,
+    /// The seq of the last record folded into `working` (the checkpoint, or a delta
+    /// after it).
+    pub working_seq: Option<u64>,
     /// The knowledge base as of `at_ns`: every key's fact after the last commit at or
     /// before it.
     pub kb: BTreeMap<String, Fact>,
@@ -68,8 +73,14 @@ pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
     Ok(TempView { view, _dir: temp })
 }
 
-/// The state of the log in `dir` at `at_ns`: the working memory of the last checkpoint
-/// at or before it, the knowledge base as of it, and the accounting totals up to it.
+/// The state of the log in `dir` at `at_ns`: the working memory the host had then
+/// (the last checkpoint at or before it and the working-memory deltas since, at or
+/// before it: a change stamped at `at_ns` is in it), the knowledge base as of it, and
+/// the accounting totals up to it.
+///
+/// One pass over the log's records up to `at_ns`, decoding only checkpoints, deltas,
+/// accounting records and commits; the knowledge base is then rebuilt from the log in a
+/// temporary view, unless no commit precedes `at_ns`.
 ///
 /// # Errors
 ///
@@ -77,35 +88,50 @@ pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
 pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> {
     let query = Query::new()
         .until(at_ns)
-        .types([RecordType::Checkpoint, RecordType::Accounting])
+        .types([
+            RecordType::Checkpoint,
+            RecordType::Working,
+            RecordType::Accounting,
+            RecordType::Kb,
+        ])
         .key(key.clone());
     let mut state = State {
         at_ns,
         working: Map::new(),
         checkpoint_seq: None,
+        working_seq: None,
         kb: BTreeMap::new(),
         kb_version: 0,
         kinds: BTreeMap::new(),
         accounting_seq: None,
     };
+    let mut commits = false;
     for record in Replay::open(dir, &query)? {
         let record = record?;
         match record.body {
             Body::Checkpoint(c) => {
                 state.working = c.working;
                 state.checkpoint_seq = Some(record.seq);
+                state.working_seq = Some(record.seq);
+            }
+            Body::Working(delta) => {
+                delta.apply(&mut state.working);
+                state.working_seq = Some(record.seq);
             }
             Body::Accounting(a) => {
                 // A record lists the kinds that changed since the one before.
                 state.kinds.extend(a.kinds);
                 state.accounting_seq = Some(record.seq);
             }
+            Body::Kb(_) => commits = true,
             _ => {}
         }
     }
-    let view = kb_view(dir, key)?;
-    state.kb_version = view.resolve(AsOf::Time(at_ns))?;
-    state.kb = view.snapshot(AsOf::Version(state.kb_version))?;
+    if commits {
+        let view = kb_view(dir, key)?;
+        state.kb_version = view.resolve(AsOf::Time(at_ns))?;
+        state.kb = view.snapshot(AsOf::Version(state.kb_version))?;
+    }
     Ok(state)
 }
 
@@ -128,6 +154,7 @@ impl State {
             "at_ns": self.at_ns,
             "working": self.working,
             "checkpoint_seq": self.checkpoint_seq,
+            "working_seq": self.working_seq,
             "kb": kb,
             "kb_version": self.kb_version,
             "kinds": kinds,

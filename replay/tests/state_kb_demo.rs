@@ -247,14 +247,30 @@ fn seq(r: &Value) -> u64 {
 // 1. `blackbox state --at T`.
 
 /// What `state --at T` must show, read independently off the replayed records: the
-/// last checkpoint and accounting record at or before T, and the last kb version.
+/// last checkpoint at or before T with the working-memory deltas after it (at or before
+/// T) applied in log order, the last accounting record at or before T, and the last kb
+/// version.
 fn from_records(records: &[Value], t: u64) -> (Value, Value, Value, Value, u64) {
     let upto = |ty: &str| records.iter().rfind(|r| r["type"] == ty && ts(r) <= t);
     let checkpoint = upto("checkpoint");
     let accounting = upto("accounting");
     let version = upto("kb").map_or(0, |r| r["commit"]["version"].as_u64().unwrap());
+    let mut working = checkpoint.map_or(json!({}), |c| c["working"].clone());
+    let after = checkpoint.map_or(0, |c| seq(c) + 1);
+    for d in records
+        .iter()
+        .filter(|r| r["type"] == "working" && seq(r) >= after && ts(r) <= t)
+    {
+        let memory = working.as_object_mut().unwrap();
+        for k in d["del"].as_array().unwrap() {
+            memory.remove(k.as_str().unwrap());
+        }
+        for (k, v) in d["set"].as_object().unwrap() {
+            memory.insert(k.clone(), v.clone());
+        }
+    }
     (
-        checkpoint.map_or(json!({}), |c| c["working"].clone()),
+        working,
         checkpoint.map_or(Value::Null, |c| c["seq"].clone()),
         // Each accounting record lists the kinds that changed since the one before.
         Value::Object(
@@ -306,7 +322,7 @@ fn check_state(dir: &Path, records: &[Value], t: u64) -> Value {
 }
 
 #[test]
-fn state_at_t_is_the_last_checkpoint_the_kb_as_of_t_and_the_last_accounting() {
+fn state_at_t_is_the_memory_then_the_kb_as_of_t_and_the_last_accounting() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
     let policy = tmp.path().join("policy.toml");
@@ -542,13 +558,13 @@ fn state_at_t_is_the_last_checkpoint_the_kb_as_of_t_and_the_last_accounting() {
         assert_eq!(
             state,
             json!({"at": blackbox_replay::format_time(t), "at_ns": t, "working": {},
-                   "checkpoint_seq": null, "kb": {}, "kb_version": 0, "kinds": {},
-                   "accounting_seq": null}),
+                   "checkpoint_seq": null, "working_seq": null, "kb": {}, "kb_version": 0,
+                   "kinds": {}, "accounting_seq": null}),
         );
     }
     let human = ok(&blackbox(&["state", "--dir", s(&dir), "--at", "0"]));
     assert!(
-        human.contains("working memory: no checkpoint at or before this time"),
+        human.contains("working memory (empty: no checkpoint or change at or before this time):"),
         "{human}"
     );
     assert!(human.contains("knowledge base (version 0):"), "{human}");
@@ -602,7 +618,7 @@ fn state_at_t_is_the_last_checkpoint_the_kb_as_of_t_and_the_last_accounting() {
     );
     assert!(
         human.contains(&format!(
-            "working memory (checkpoint at seq {}):",
+            "working memory (the checkpoint at seq {}):",
             state["checkpoint_seq"]
         )),
         "{human}"
@@ -635,10 +651,44 @@ fn state_at_t_is_the_last_checkpoint_the_kb_as_of_t_and_the_last_accounting() {
         "{human}"
     );
 
-    // Just before the second checkpoint: still the first one's memory, every fact
-    // committed so far.
-    let state = check_state(&dir, &records, ts(c2) - 1);
+    // Run 2's changes, each at its own time: before the first, still the first
+    // checkpoint's memory; at each, the memory it made, before the second checkpoint
+    // holds it.
+    let deltas: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "working" && seq(r) > seq(c1) && seq(r) < seq(c2))
+        .collect();
+    assert_eq!(deltas.len(), 2, "{deltas:?}");
+    assert_eq!(deltas[0]["set"], json!({"b": 2}));
+    assert_eq!(deltas[1]["set"], json!({"c": "new"}));
+    let state = check_state(&dir, &records, ts(deltas[0]) - 1);
     assert_eq!(state["working"], m1);
+    let state = check_state(&dir, &records, ts(deltas[0]));
+    assert_eq!(state["working"], json!({"a": 1, "b": 2}));
+    assert_eq!(state["working_seq"], seq(deltas[0]));
+    let human = ok(&blackbox(&[
+        "state",
+        "--dir",
+        s(&dir),
+        "--at",
+        &ts(deltas[0]).to_string(),
+    ]));
+    assert!(
+        human.contains(&format!(
+            "working memory (the checkpoint at seq {} and the changes up to seq {}):",
+            state["checkpoint_seq"],
+            seq(deltas[0])
+        )),
+        "{human}"
+    );
+    let state = check_state(&dir, &records, ts(deltas[1]));
+    assert_eq!(state["working"], m2);
+
+    // Just before the second checkpoint: run 2's memory, every fact committed so far.
+    let state = check_state(&dir, &records, ts(c2) - 1);
+    if ts(deltas[1]) < ts(c2) {
+        assert_eq!(state["working"], m2);
+    }
     assert_eq!(state["kinds"], h1);
     assert_eq!(state["kb_version"], 3);
     assert_eq!(state["kb"].as_object().unwrap().len(), 2);

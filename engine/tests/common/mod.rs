@@ -103,6 +103,13 @@ pub enum Rec {
         ts_ns: u64,
         commit: serde_json::Value,
     },
+    /// Working-memory changes at one time (JSON: `{"set": {...}, "del": [...]}`).
+    Working {
+        seq: u64,
+        ts_ns: u64,
+        set: BTreeMap<String, serde_json::Value>,
+        del: Vec<String>,
+    },
 }
 
 impl Rec {
@@ -115,7 +122,8 @@ impl Rec {
             | Rec::Incident { seq, .. }
             | Rec::Dictionary { seq, .. }
             | Rec::Recovery { seq, .. }
-            | Rec::Kb { seq, .. } => *seq,
+            | Rec::Kb { seq, .. }
+            | Rec::Working { seq, .. } => *seq,
         }
     }
 
@@ -128,7 +136,8 @@ impl Rec {
             | Rec::Incident { ts_ns, .. }
             | Rec::Dictionary { ts_ns, .. }
             | Rec::Recovery { ts_ns, .. }
-            | Rec::Kb { ts_ns, .. } => *ts_ns,
+            | Rec::Kb { ts_ns, .. }
+            | Rec::Working { ts_ns, .. } => *ts_ns,
         }
     }
 
@@ -300,6 +309,33 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                 seq,
                 ts_ns,
                 commit: serde_json::from_slice(payload).expect("a commit is a JSON object"),
+            }
+        } else if t == codec::WORKING {
+            let mut obj: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(payload).expect("a delta is a JSON object");
+            let set = match obj.remove("set") {
+                None => BTreeMap::new(),
+                Some(serde_json::Value::Object(m)) => m.into_iter().collect(),
+                Some(other) => panic!("a delta's set is an object, not {other} (seq {seq})"),
+            };
+            let del = match obj.remove("del") {
+                None => Vec::new(),
+                Some(serde_json::Value::Array(keys)) => keys
+                    .into_iter()
+                    .map(|k| k.as_str().expect("a removed key").to_owned())
+                    .collect(),
+                Some(other) => panic!("a delta's del is an array, not {other} (seq {seq})"),
+            };
+            assert!(obj.is_empty(), "a delta holds set and del only: {obj:?}");
+            assert!(
+                !set.is_empty() || !del.is_empty(),
+                "an empty delta at seq {seq}"
+            );
+            Rec::Working {
+                seq,
+                ts_ns,
+                set,
+                del,
             }
         } else {
             panic!("unknown record type {t:?} at seq {seq}");

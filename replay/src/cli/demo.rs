@@ -592,6 +592,22 @@ fn review(out: &mut impl Write, dir: &Path, run: &Run) -> Res<()> {
                     serde_json::Value::Object(c.working.clone())
                 ),
             )?,
+            Body::Working(d) => {
+                for l in last_before.drain(..) {
+                    line(out, l)?;
+                }
+                let mut changes: Vec<String> =
+                    d.set.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                changes.extend(d.del.iter().map(|k| format!("del {k}")));
+                line(
+                    out,
+                    format!(
+                        "  {at:>9}  seq {:>6}  working   {}",
+                        r.seq,
+                        changes.join(", ")
+                    ),
+                )?;
+            }
             Body::Kb(k) => {
                 let c = &k.commit;
                 line(
@@ -627,10 +643,8 @@ fn review(out: &mut impl Write, dir: &Path, run: &Run) -> Res<()> {
     line(
         out,
         format!(
-            "  working memory (checkpoint at seq {}): {}",
-            state
-                .checkpoint_seq
-                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+            "  working memory ({}): {}",
+            super::state::working_source(&state),
             serde_json::Value::Object(state.working.clone())
         ),
     )?;

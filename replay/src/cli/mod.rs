@@ -21,6 +21,7 @@ mod json_input;
 mod kb;
 mod range;
 mod record;
+mod record_kb;
 mod replay;
 mod state;
 mod stats;
@@ -444,6 +445,8 @@ pub enum TypeArg {
     Dictionary,
     /// Torn tails cut when the log was opened after a crash.
     Recovery,
+    /// Working-memory changes (deltas): the keys set and removed at one time.
+    Working,
 }
 
 impl From<TypeArg> for blackbox_replay::RecordType {
@@ -458,6 +461,7 @@ impl From<TypeArg> for blackbox_replay::RecordType {
             TypeArg::Incident => R::Incident,
             TypeArg::Dictionary => R::Dictionary,
             TypeArg::Recovery => R::Recovery,
+            TypeArg::Working => R::Working,
         }
     }
 }

@@ -1,11 +1,19 @@
 //! `blackbox record`: JSON lines on stdin into a log.
 //!
-//! A line is an event `{"kind", "payload", "values", "source", "event_time"}` (only
-//! `kind` is required) or an operation `{"op": "set", "key", "value"}`, `{"op": "del",
-//! "key"}`, `{"op": "checkpoint"}`, `{"op": "sync"}`. Blank lines are ignored; any other
-//! field is refused, so that a misspelt field is not dropped silently.
+//! A line is an event `{"kind", "payload", "values", "source", "event_time", "ack"}`
+//! (only `kind` is required) or an operation `{"op": "set", "key", "value"}`, `{"op":
+//! "del", "key"}`, `{"op": "checkpoint"}`, `{"op": "sync"}`, or a knowledge-base
+//! operation (`kb.put`, `kb.refute`, `kb.retract`, `kb.revert`: see `record_kb`). Blank
+//! lines are ignored; any other field is refused, so that a misspelt field is not
+//! dropped silently.
+//!
+//! Replies on stdout, one JSON object a line, in input order: `{"line": L, "seq": S}`
+//! for an event sent with `"ack": true`, `{"line": L, "version": V, "outcome": O, "seq":
+//! S}` for a committed knowledge-base operation, `{"line": L, "error": E}` for a line
+//! that asked for a reply and was refused, `{"synced": S}` for a sync, and the summary
+//! at the end.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,9 +46,12 @@ impl From<DurabilityArg> for Durability {
     }
 }
 
-/// Record JSON lines from stdin: events, and working-memory operations (set, del,
-/// checkpoint, sync). Prints `{"synced": SEQ}` for each sync and a summary at the end;
-/// a torn tail that opening the log cut is said on stderr and in the summary.
+/// Record JSON lines from stdin: events, working-memory operations (set, del,
+/// checkpoint, sync) and knowledge-base operations (kb.put, kb.refute, kb.retract,
+/// kb.revert). Prints `{"line": L, "seq": SEQ}` for each event sent with "ack": true,
+/// `{"line": L, "version": V, "outcome": O, "seq": SEQ}` (or `{"line": L, "error": E}`)
+/// for each knowledge-base operation, `{"synced": SEQ}` for each sync and a summary at
+/// the end; a torn tail that opening the log cut is said on stderr and in the summary.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -74,7 +85,10 @@ enum Line {
         payload: Option<String>,
         values: Vec<(String, f64)>,
         event_time_ns: Option<u64>,
+        /// Written through `record_evidence` and answered with its seq.
+        ack: bool,
     },
+    Kb(super::record_kb::KbOp),
     Set {
         key: String,
         value: Value,
@@ -93,6 +107,10 @@ struct Tally {
     events: u64,
     ops: u64,
     skipped: u64,
+    /// Knowledge-base operations refused (answered with an error; recording went on).
+    refused: u64,
+    /// The seq each event line sent with `"ack": true` got, by line number.
+    acked: HashMap<u64, u64>,
 }
 
 /// Runs `blackbox record`.
@@ -198,6 +216,7 @@ fn record_all(recorder: &Recorder, args: &Args, recovered: Option<Value>) -> Res
         "events": tally.events,
         "ops": tally.ops,
         "skipped": tally.skipped,
+        "refused": tally.refused,
         "kinds": run_counters(&baseline, &totals),
         "recovered": recovered,
     });
@@ -272,11 +291,30 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
             )),
             Ok(text) if text.trim().is_empty() => continue,
             Ok(text) => match parse_line(text) {
-                Ok(line) => apply(recorder, line, &stdout, tally)?,
+                Ok(line) => apply(recorder, line, number, &stdout, tally)?,
                 Err(reason) => Err(reason),
             },
         };
         if let Err(reason) = outcome {
+            // A line that asked for a reply gets one, so that a host waiting for it is
+            // not left waiting.
+            let asks = if too_long {
+                Reply::None
+            } else {
+                std::str::from_utf8(&buf).map_or(Reply::None, asks_reply)
+            };
+            if asks != Reply::None {
+                reply(&stdout, &json!({"line": number, "error": reason}))?;
+            }
+            if asks == Reply::Kb {
+                // A knowledge-base operation refused never stops the recording.
+                tally.refused += 1;
+                let _ = writeln!(
+                    io::stderr().lock(),
+                    "blackbox: line {number} refused: {reason}"
+                );
+                continue;
+            }
             if args.skip_invalid {
                 if too_long {
                     // The rest of the line is read and dropped, never held.
@@ -297,21 +335,62 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
     }
 }
 
-/// Applies one line. The outer error stops the run (the recorder or stdout failed); the
-/// inner one is the line's own problem (refused by the recorder).
+/// Which reply a line asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    None,
+    /// An event sent with `"ack": true`.
+    Ack,
+    /// A knowledge-base operation.
+    Kb,
+}
+
+/// Which reply a line that could not be applied asked for, as far as it can be read.
+fn asks_reply(text: &str) -> Reply {
+    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(text) else {
+        return Reply::None;
+    };
+    match obj.get("op") {
+        Some(Value::String(op)) if op.starts_with("kb.") => Reply::Kb,
+        Some(_) => Reply::None,
+        None if obj.get("ack") == Some(&Value::Bool(true)) => Reply::Ack,
+        None => Reply::None,
+    }
+}
+
+/// Prints one reply line and flushes it: the host may be waiting for it.
+fn reply(stdout: &io::Stdout, value: &Value) -> Result<(), CliError> {
+    let mut out = stdout.lock();
+    writeln!(out, "{value}")
+        .and_then(|()| out.flush())
+        .map_err(super::stdout_error)
+}
+
+/// Applies line `number`. The outer error stops the run (the recorder or stdout failed);
+/// the inner one is the line's own problem (refused by the recorder).
 fn apply(
     recorder: &Recorder,
     line: Line,
+    number: u64,
     stdout: &io::Stdout,
     tally: &mut Tally,
 ) -> Result<Result<(), String>, CliError> {
     match line {
+        Line::Kb(op) => match super::record_kb::apply(recorder, op, number, &tally.acked)? {
+            Ok(ack) => {
+                tally.ops += 1;
+                reply(stdout, &ack)?;
+                Ok(Ok(()))
+            }
+            Err(reason) => Ok(Err(reason)),
+        },
         Line::Event {
             kind,
             source,
             payload,
             values,
             event_time_ns,
+            ack,
         } => {
             let values: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             let mut event = Event::new(&kind).values(&values);
@@ -324,9 +403,19 @@ fn apply(
             if let Some(t) = event_time_ns {
                 event = event.event_time_ns(t);
             }
-            match recorder.record(&event) {
-                Ok(()) => {
+            // An acknowledged event is written whatever its kind's tier: it may be cited.
+            let recorded = if ack {
+                recorder.record_evidence(&event).map(|seq| Some(seq.0))
+            } else {
+                recorder.record(&event).map(|()| None)
+            };
+            match recorded {
+                Ok(seq) => {
                     tally.events += 1;
+                    if let Some(seq) = seq {
+                        tally.acked.insert(number, seq);
+                        reply(stdout, &json!({"line": number, "seq": seq}))?;
+                    }
                     Ok(Ok(()))
                 }
                 Err(
@@ -380,8 +469,14 @@ fn parse_line(text: &str) -> Result<Line, String> {
     };
     if let Some(op) = obj.remove("op") {
         let Value::String(op) = op else {
-            return Err("\"op\" must be a string: set, del, checkpoint or sync".to_owned());
+            return Err(
+                "\"op\" must be a string: set, del, checkpoint, sync or a kb.* operation"
+                    .to_owned(),
+            );
         };
+        if op.starts_with("kb.") {
+            return super::record_kb::parse(&op, obj).map(Line::Kb);
+        }
         let line = match op.as_str() {
             "set" => Line::Set {
                 key: take_string(&mut obj, "key")?.ok_or("{\"op\": \"set\"} needs a \"key\"")?,
@@ -396,7 +491,8 @@ fn parse_line(text: &str) -> Result<Line, String> {
             "sync" => Line::Sync,
             other => {
                 return Err(format!(
-                    "unknown op {other:?}: expected set, del, checkpoint or sync"
+                    "unknown op {other:?}: expected set, del, checkpoint, sync, {}",
+                    super::record_kb::OPS.join(", ")
                 ));
             }
         };
@@ -445,9 +541,14 @@ fn parse_line(text: &str) -> Result<Line, String> {
             );
         }
     };
+    let ack = match obj.remove("ack") {
+        None => false,
+        Some(Value::Bool(b)) => b,
+        Some(_) => return Err("\"ack\" must be true or false".to_owned()),
+    };
     if let Some(field) = obj.keys().next() {
         return Err(format!(
-            "unknown field {field:?}: an event has kind, payload, values, source and event_time"
+            "unknown field {field:?}: an event has kind, payload, values, source, event_time and ack"
         ));
     }
     Ok(Line::Event {
@@ -456,6 +557,7 @@ fn parse_line(text: &str) -> Result<Line, String> {
         payload,
         values,
         event_time_ns,
+        ack,
     })
 }
 

@@ -274,6 +274,11 @@ pub fn human(r: &Record) -> String {
                 serde_json::Value::Object(c.working.clone())
             );
         }
+        Body::Working(d) => {
+            let mut parts: Vec<String> = d.set.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            parts.extend(d.del.iter().map(|k| format!("del {k}")));
+            let _ = write!(s, "working memory: {}", parts.join(", "));
+        }
         Body::Kb(k) => {
             let _ = write!(s, "commit {}", k.commit);
         }

@@ -3,12 +3,13 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use blackbox_replay::{format_time, state_at};
+use blackbox_replay::{State, format_time, state_at};
 
 use super::{CliError, DirArg, key_from, line, time_arg};
 
-/// Print the state at a point in time: the working memory of the last checkpoint at or
-/// before it, the knowledge base as of it, and the accounting totals up to it.
+/// Print the state at a point in time: the working memory as it was then (the last
+/// checkpoint and the changes since), the knowledge base as of it, and the accounting
+/// totals up to it.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -24,6 +25,16 @@ pub struct Args {
     key_file: Option<PathBuf>,
 }
 
+/// Where the working memory of a state comes from, in words.
+pub fn working_source(state: &State) -> String {
+    match (state.checkpoint_seq, state.working_seq) {
+        (_, None) => "empty: no checkpoint or change at or before this time".to_owned(),
+        (Some(c), Some(w)) if c == w => format!("the checkpoint at seq {c}"),
+        (Some(c), Some(w)) => format!("the checkpoint at seq {c} and the changes up to seq {w}"),
+        (None, Some(w)) => format!("the changes up to seq {w}"),
+    }
+}
+
 /// Runs `blackbox state`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let key = key_from(args.key_file.as_deref())?;
@@ -36,20 +47,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         return out.flush().map_err(super::stdout_error);
     }
     line(&mut out, format!("state at {}", format_time(state.at_ns)))?;
-    match state.checkpoint_seq {
-        None => line(
-            &mut out,
-            "working memory: no checkpoint at or before this time",
-        )?,
-        Some(seq) => {
-            line(
-                &mut out,
-                format!("working memory (checkpoint at seq {seq}):"),
-            )?;
-            for (k, v) in &state.working {
-                line(&mut out, format!("  {k} = {v}"))?;
-            }
-        }
+    line(
+        &mut out,
+        format!("working memory ({}):", working_source(&state)),
+    )?;
+    for (k, v) in &state.working {
+        line(&mut out, format!("  {k} = {v}"))?;
     }
     line(
         &mut out,

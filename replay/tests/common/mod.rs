@@ -151,6 +151,13 @@ impl Recording {
         v["synced"].as_u64().expect("a synced seq")
     }
 
+    /// Reads the next reply line (an ack, an error, a sync) as JSON.
+    pub fn reply(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read a reply");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("a reply is JSON ({e}): {line:?}"))
+    }
+
     /// Closes stdin and waits; returns the rest of stdout and the status.
     pub fn finish(mut self) -> (String, std::process::ExitStatus, String) {
         drop(self.stdin.take());

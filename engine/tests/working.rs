@@ -1,0 +1,338 @@
+//! The working memory in the log: every change reaches it as a delta record (type 9,
+//! FORMAT.md), stamped with the time of the change and in its place among the events,
+//! and a recorder that opens a log restores the memory the log holds: the last
+//! checkpoint with every delta after it.
+//!
+//! Guards a past bug: changes reached the log only inside checkpoints, so a crash lost
+//! every change since the last one, and no reader could tell the memory between two
+//! checkpoints. The oracles are hand-written: records written with the log's own API
+//! as FORMAT.md describes them, and the memory those records must fold to, by hand.
+
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use blackbox::log::{Log, LogOptions, Record, RecordType};
+use blackbox::{Config, Error, Event, IncidentPolicy, ManualClock, Policy, Recorder};
+use common::Rec;
+use serde_json::{Value, json};
+
+const CHECKPOINT: RecordType = RecordType(4);
+const WORKING: RecordType = RecordType(9);
+
+fn memory(v: Value) -> BTreeMap<String, Value> {
+    serde_json::from_value(v).unwrap()
+}
+
+/// Writes `records` (type, time, JSON text) into a new log in `dir` with the log's own
+/// API, as a recorder that crashed after writing them would have left them.
+fn write_log(dir: &Path, records: &[(RecordType, u64, &str)]) {
+    let (mut log, _) = Log::open(dir, LogOptions::new()).unwrap();
+    for (t, ts, payload) in records {
+        log.append(Record::new(*t, *ts, payload.as_bytes()))
+            .unwrap();
+    }
+    log.close().unwrap();
+}
+
+fn reopened_memory(dir: &Path) -> BTreeMap<String, Value> {
+    let recorder = Recorder::open(dir, Config::new()).unwrap();
+    let memory = recorder.working().snapshot();
+    recorder.close().unwrap();
+    memory
+}
+
+#[test]
+fn the_memory_restored_on_open_is_the_last_checkpoint_with_the_deltas_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(
+        dir.path(),
+        &[
+            (WORKING, 10, r#"{"set":{"old":true}}"#),
+            (CHECKPOINT, 20, r#"{"a":1,"b":2}"#),
+            (WORKING, 30, r#"{"set":{"c":3},"del":["a"]}"#),
+            (WORKING, 40, r#"{"set":{"b":{"x":[1,2]}}}"#),
+            (WORKING, 40, r#"{"del":["c"]}"#),
+            (WORKING, 50, r#"{"set":{"d":null}}"#),
+        ],
+    );
+    // By hand: {a:1, b:2} → a removed, c set → b replaced → c removed → d set.
+    assert_eq!(
+        reopened_memory(dir.path()),
+        memory(json!({"b": {"x": [1, 2]}, "d": null}))
+    );
+}
+
+#[test]
+fn a_log_without_checkpoints_restores_the_fold_of_every_delta() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(
+        dir.path(),
+        &[
+            (WORKING, 10, r#"{"set":{"goal":"cup","step":1}}"#),
+            (WORKING, 20, r#"{"set":{"step":2}}"#),
+            (WORKING, 30, r#"{"del":["goal"]}"#),
+        ],
+    );
+    assert_eq!(reopened_memory(dir.path()), memory(json!({"step": 2})));
+}
+
+#[test]
+fn a_delta_that_does_not_decode_is_refused_on_open_naming_its_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(
+        dir.path(),
+        &[
+            (CHECKPOINT, 10, r#"{"a":1}"#),
+            (WORKING, 20, r#"{"set":{"b":2},"del":["b"]}"#),
+        ],
+    );
+    let err = Recorder::open(dir.path(), Config::new()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Restore { seq: 1, .. }),
+        "{err:?}: {err}"
+    );
+    assert!(err.to_string().contains("working-memory delta"), "{err}");
+}
+
+/// Each change is written with the time the recorder's clock gave it, before the events
+/// recorded after it on the same thread and after those recorded before it; several
+/// changes at one nanosecond are each in the log, in the order made.
+#[test]
+fn each_change_is_written_at_its_time_in_its_place_among_the_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let recorder = Recorder::open(
+        dir.path(),
+        Config::new()
+            .clock(Arc::new(clock.clone()))
+            .checkpoint_interval_ns(None),
+    )
+    .unwrap();
+    let wm = recorder.working();
+    recorder.record(&Event::new("step.one")).unwrap();
+    clock.set_ns(2_000);
+    wm.set("a", json!(1)).unwrap();
+    recorder.record(&Event::new("step.two")).unwrap();
+    clock.set_ns(3_000);
+    wm.set("b", json!("x")).unwrap();
+    wm.remove("a");
+    wm.remove("never-set");
+    wm.set("b", json!("x")).unwrap();
+    clock.set_ns(4_000);
+    recorder.record(&Event::new("step.three")).unwrap();
+    clock.set_ns(5_000);
+    recorder.close().unwrap();
+
+    let recs = common::read_log(dir.path());
+    let seen: Vec<(u64, String)> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Rec::Event { ts_ns, kind, .. } => Some((*ts_ns, kind.clone())),
+            Rec::Working {
+                ts_ns, set, del, ..
+            } => Some((*ts_ns, format!("set {} del {}", json!(set), json!(del)))),
+            _ => None,
+        })
+        .collect();
+    // Removing a key that is not there changes nothing; setting "b" to the value it
+    // holds changes nothing either: neither is written.
+    assert_eq!(
+        seen,
+        [
+            (1_000, "step.one".to_owned()),
+            (2_000, r#"set {"a":1} del []"#.to_owned()),
+            (2_000, "step.two".to_owned()),
+            (3_000, r#"set {"b":"x"} del []"#.to_owned()),
+            (3_000, r#"set {} del ["a"]"#.to_owned()),
+            (4_000, "step.three".to_owned()),
+        ]
+    );
+    // The close checkpoint is the memory at close, and the fold of the deltas.
+    let last = recs
+        .iter()
+        .rev()
+        .find_map(|r| match r {
+            Rec::Checkpoint { memory, .. } => Some(memory.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(last, memory(json!({"b": "x"})));
+}
+
+/// A recorder told not to restore the memory starts empty although the log holds one:
+/// it says so with an empty checkpoint when it opens, so the log's fold is the new
+/// session's memory and not the old one with the new changes.
+#[test]
+fn a_recorder_that_does_not_restore_writes_the_empty_memory_it_starts_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open(dir.path(), Config::new()).unwrap();
+    recorder.working().set("old", json!(1)).unwrap();
+    recorder.close().unwrap();
+    let recorder = Recorder::open(dir.path(), Config::new().restore_working_memory(false)).unwrap();
+    assert!(recorder.working().is_empty());
+    recorder.working().set("new", json!(2)).unwrap();
+    recorder.sync().unwrap();
+    // Read while the recorder runs: no close checkpoint yet.
+    let mut fold: BTreeMap<String, Value> = BTreeMap::new();
+    for r in common::read_log(dir.path()) {
+        match r {
+            Rec::Checkpoint { memory, .. } => fold = memory,
+            Rec::Working { set, del, .. } => {
+                for k in del {
+                    fold.remove(&k);
+                }
+                fold.extend(set);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(fold, memory(json!({"new": 2})));
+    recorder.close().unwrap();
+}
+
+/// The checkpoint an incident writes is the memory when its trigger was recorded: a
+/// change made at the trigger's nanosecond but after it follows the checkpoint.
+#[test]
+fn the_incident_checkpoint_is_the_memory_when_the_trigger_was_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let policy = Policy::builder()
+        .incident(IncidentPolicy::new(&["failure.*"]))
+        .build()
+        .unwrap();
+    let recorder = Recorder::open(
+        dir.path(),
+        Config::new()
+            .policy(policy)
+            .clock(Arc::new(clock.clone()))
+            .checkpoint_interval_ns(None),
+    )
+    .unwrap();
+    recorder.working().set("grip", json!("closed")).unwrap();
+    clock.set_ns(2_000);
+    recorder.record(&Event::new("failure.slip")).unwrap();
+    recorder.working().set("grip", json!("open")).unwrap();
+    clock.set_ns(3_000);
+    recorder.close().unwrap();
+
+    let recs = common::read_log(dir.path());
+    let marker = recs
+        .iter()
+        .position(|r| matches!(r, Rec::Incident { .. }))
+        .unwrap();
+    let Rec::Checkpoint {
+        memory: at_trigger,
+        ts_ns,
+        ..
+    } = &recs[marker + 1]
+    else {
+        panic!("a checkpoint follows the marker: {:?}", recs[marker + 1]);
+    };
+    assert_eq!(
+        (at_trigger, *ts_ns),
+        (&memory(json!({"grip": "closed"})), 2_000)
+    );
+    let after: Vec<&Rec> = recs[marker + 2..]
+        .iter()
+        .filter(|r| matches!(r, Rec::Working { .. }))
+        .collect();
+    assert!(
+        matches!(after.as_slice(), [Rec::Working { ts_ns: 2_000, set, .. }] if set["grip"] == json!("open")),
+        "{after:?}"
+    );
+}
+
+/// Times per thread, and a gate: a thread that holds a gate stops inside its next clock
+/// reading until the test lets it go.
+#[derive(Debug)]
+struct GatedClock {
+    /// The time of threads without a time of their own (the writer's).
+    now_ns: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug)]
+struct Gate {
+    inside: std::sync::mpsc::Sender<()>,
+    go: std::sync::mpsc::Receiver<()>,
+}
+
+thread_local! {
+    static THREAD_NS: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+    static THREAD_GATE: std::cell::RefCell<Option<Gate>> = const { std::cell::RefCell::new(None) };
+}
+
+impl blackbox::Clock for GatedClock {
+    fn now_ns(&self) -> u64 {
+        if let Some(g) = THREAD_GATE.with(|g| g.borrow_mut().take()) {
+            g.inside.send(()).unwrap();
+            g.go.recv().unwrap();
+        }
+        THREAD_NS
+            .with(std::cell::Cell::get)
+            .unwrap_or_else(|| self.now_ns.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// Guards a past bug: a change made on one thread whose message reached the writer after
+/// an event recorded later on another thread was written after that event and stamped
+/// with its later time, so `state --at` the change's time did not show it. Here the
+/// change reads the clock (time 10) and stops there, inside the memory's lock, while
+/// another thread records an event at time 20: the event's message is in the channel
+/// before the change's. The writer must write the change first, at time 10.
+#[test]
+fn a_change_announced_after_a_later_event_of_another_thread_keeps_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(GatedClock {
+        now_ns: std::sync::atomic::AtomicU64::new(5),
+    });
+    let recorder = Recorder::open(
+        dir.path(),
+        Config::new()
+            .clock(Arc::clone(&clock) as Arc<dyn blackbox::Clock>)
+            .checkpoint_interval_ns(None),
+    )
+    .unwrap();
+    let (inside_tx, inside) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let setter = s.spawn(|| {
+            THREAD_NS.with(|t| t.set(Some(10)));
+            THREAD_GATE.with(|g| {
+                *g.borrow_mut() = Some(Gate {
+                    inside: inside_tx,
+                    go: go_rx,
+                });
+            });
+            recorder.working().set("grip", json!("closed")).unwrap();
+        });
+        // The setter is inside its clock reading, under the memory's lock.
+        inside.recv().unwrap();
+        THREAD_NS.with(|t| t.set(Some(20)));
+        recorder.record(&Event::new("step.later")).unwrap();
+        go.send(()).unwrap();
+        setter.join().unwrap();
+    });
+    THREAD_NS.with(|t| t.set(None));
+    clock.now_ns.store(30, std::sync::atomic::Ordering::SeqCst);
+    recorder.close().unwrap();
+    let seen: Vec<(u64, String)> = common::read_log(dir.path())
+        .into_iter()
+        .filter_map(|r| match r {
+            Rec::Event { ts_ns, kind, .. } => Some((ts_ns, kind)),
+            Rec::Working { ts_ns, set, .. } => Some((ts_ns, format!("set {}", json!(set)))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (10, r#"set {"grip":"closed"}"#.to_owned()),
+            (20, "step.later".to_owned()),
+        ]
+    );
+}

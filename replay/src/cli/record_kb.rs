@@ -1,0 +1,244 @@
+//! Knowledge-base operations in `blackbox record`'s stream: `kb.put`, `kb.refute`,
+//! `kb.retract` and `kb.revert` lines, committed through the running recorder in log
+//! order when they arrive, and answered on stdout.
+//!
+//! A line's `evidence` holds seqs, or `"line:L"` references to earlier event lines of
+//! the same stream that were sent with `"ack": true` (those, and only those, have a seq
+//! the command knows: a plain event line gets its seq only when the writer writes it).
+
+use std::collections::HashMap;
+
+use blackbox::kb::{Conditions, Provenance, Version};
+use blackbox::{Recorder, Seq};
+use serde_json::{Map, Value, json};
+
+use super::CliError;
+
+/// One knowledge-base operation of the stream.
+#[derive(Debug)]
+pub struct KbOp {
+    what: What,
+    evidence: Vec<Evidence>,
+    message: String,
+    author: String,
+}
+
+#[derive(Debug)]
+enum What {
+    Put {
+        key: String,
+        value: Value,
+        confidence: f64,
+        conditions: Conditions,
+    },
+    Refute {
+        key: String,
+        value: Value,
+    },
+    Retract {
+        key: String,
+    },
+    Revert {
+        version: Version,
+    },
+}
+
+/// One cited record.
+#[derive(Debug, Clone, Copy)]
+enum Evidence {
+    /// A seq of the log.
+    Seq(u64),
+    /// The seq an earlier acknowledged event line of this stream got.
+    Line(u64),
+}
+
+/// The author of a commit whose line names none (as `blackbox kb`'s).
+const DEFAULT_AUTHOR: &str = "blackbox";
+
+/// The ops this module reads, as the `op` field spells them.
+pub const OPS: [&str; 4] = ["kb.put", "kb.refute", "kb.retract", "kb.revert"];
+
+/// Parses the fields of a `kb.*` line (`op` already removed); the error says what is
+/// wrong with it.
+pub fn parse(op: &str, mut obj: Map<String, Value>) -> Result<KbOp, String> {
+    let needs = |field: &str| format!("{{\"op\": {op:?}}} needs a {field:?}");
+    let key = |obj: &mut Map<String, Value>| match obj.remove("key") {
+        Some(Value::String(k)) => Ok(k),
+        Some(_) => Err("\"key\" must be a string".to_owned()),
+        None => Err(needs("key")),
+    };
+    let what = match op {
+        "kb.put" => {
+            let key = key(&mut obj)?;
+            let value = obj.remove("value").ok_or_else(|| needs("value"))?;
+            let confidence = match obj.remove("confidence") {
+                None => 0.5,
+                Some(Value::Number(n)) => n.as_f64().ok_or("\"confidence\" must be a number")?,
+                Some(_) => return Err("\"confidence\" must be a number between 0 and 1".into()),
+            };
+            let conditions = match obj.remove("conditions") {
+                None | Some(Value::Null) => Conditions::new(),
+                Some(Value::Object(c)) => c.into_iter().collect(),
+                Some(_) => {
+                    return Err(
+                        "\"conditions\" must be a JSON object, like {\"level\": 1}".to_owned()
+                    );
+                }
+            };
+            What::Put {
+                key,
+                value,
+                confidence,
+                conditions,
+            }
+        }
+        "kb.refute" => What::Refute {
+            key: key(&mut obj)?,
+            value: obj.remove("value").ok_or_else(|| needs("value"))?,
+        },
+        "kb.retract" => What::Retract {
+            key: key(&mut obj)?,
+        },
+        "kb.revert" => What::Revert {
+            version: match obj.remove("version") {
+                Some(Value::Number(n)) => n
+                    .as_u64()
+                    .ok_or("\"version\" must be a knowledge-base version (a whole number)")?,
+                Some(_) => {
+                    return Err(
+                        "\"version\" must be a knowledge-base version (a whole number)".into(),
+                    );
+                }
+                None => return Err(needs("version")),
+            },
+        },
+        other => {
+            return Err(format!("unknown op {other:?}: expected {}", OPS.join(", ")));
+        }
+    };
+    let evidence = match obj.remove("evidence") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(evidence_item)
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(_) => {
+            return Err(
+                "\"evidence\" must be an array of seqs or \"line:L\" references, like [308, \"line:4\"]"
+                    .to_owned(),
+            );
+        }
+    };
+    let message = match (obj.remove("message"), obj.remove("reason")) {
+        (Some(_), Some(_)) => {
+            return Err("give \"message\" or its alias \"reason\", not both".to_owned());
+        }
+        (Some(Value::String(m)), None) | (None, Some(Value::String(m))) => m,
+        (None, None) => String::new(),
+        _ => return Err("\"message\" (or \"reason\") must be a string".to_owned()),
+    };
+    let author = match obj.remove("author") {
+        None => DEFAULT_AUTHOR.to_owned(),
+        Some(Value::String(a)) => a,
+        Some(_) => return Err("\"author\" must be a string".to_owned()),
+    };
+    if let Some(field) = obj.keys().next() {
+        return Err(format!("unknown field {field:?} in {{\"op\": {op:?}}}"));
+    }
+    Ok(KbOp {
+        what,
+        evidence,
+        message,
+        author,
+    })
+}
+
+fn evidence_item(item: &Value) -> Result<Evidence, String> {
+    let bad = || {
+        format!("evidence {item} is neither a seq nor a \"line:L\" reference to an earlier line")
+    };
+    match item {
+        Value::Number(n) => n.as_u64().map(Evidence::Seq).ok_or_else(bad),
+        Value::String(s) => s
+            .strip_prefix("line:")
+            .and_then(|l| l.parse::<u64>().ok())
+            .map(Evidence::Line)
+            .ok_or_else(bad),
+        _ => Err(bad()),
+    }
+}
+
+/// Commits `op` (line `line` of the stream) through the recorder. The outer error stops
+/// the run (the recorder or the knowledge base's view failed); the inner one is the op's
+/// own problem, and the recorder goes on. On success, the acknowledgement to print.
+///
+/// # Errors
+///
+/// [`CliError`] when the knowledge base cannot be opened or the recorder failed.
+pub fn apply(
+    recorder: &Recorder,
+    op: KbOp,
+    line: u64,
+    acked: &HashMap<u64, u64>,
+) -> Result<Result<Value, String>, CliError> {
+    let mut seqs = Vec::with_capacity(op.evidence.len());
+    for e in &op.evidence {
+        seqs.push(match *e {
+            Evidence::Seq(s) => s,
+            Evidence::Line(l) if l >= line => {
+                return Ok(Err(format!(
+                    "evidence \"line:{l}\" is not an earlier line of this stream (this is line {line})"
+                )));
+            }
+            Evidence::Line(l) => match acked.get(&l) {
+                Some(&s) => s,
+                None => {
+                    return Ok(Err(format!(
+                        "evidence \"line:{l}\": line {l} has no seq to cite; only an event line sent with \"ack\": true and recorded has one"
+                    )));
+                }
+            },
+        });
+    }
+    let provenance = Provenance::new(seqs.into_iter().map(Seq))
+        .author(op.author)
+        .message(op.message);
+    let kb = recorder.kb()?;
+    let result = match op.what {
+        What::Put {
+            key,
+            value,
+            confidence,
+            conditions,
+        } => kb.assert(&key, value, confidence, &conditions, provenance),
+        What::Refute { key, value } => kb.refute(&key, &value, provenance),
+        What::Retract { key } => kb.retract(&key, provenance),
+        What::Revert { version } => kb.revert_to(version, provenance),
+    };
+    match result {
+        Ok(c) => Ok(Ok(json!({
+            "line": line,
+            "version": c.version,
+            "outcome": c.outcome.name(),
+            "seq": c.seq,
+        }))),
+        Err(e) if refused(&e) => Ok(Err(e.to_string())),
+        Err(e) => Err(blackbox::Error::from(e).into()),
+    }
+}
+
+/// Whether a knowledge-base error is the op's own problem (nothing was committed, and
+/// the next op may succeed) rather than a failure of the view or the recorder.
+fn refused(e: &blackbox::kb::Error) -> bool {
+    use blackbox::kb::Error as E;
+    matches!(
+        e,
+        E::NoEvidence
+            | E::EvidenceNotInLog { .. }
+            | E::InvalidConfidence { .. }
+            | E::InvalidKey { .. }
+            | E::InvalidJson { .. }
+            | E::UnknownVersion { .. }
+            | E::NotFound { .. }
+    )
+}
