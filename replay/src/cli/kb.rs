@@ -112,8 +112,14 @@ enum KbCommand {
         /// The version to read as of.
         #[arg(long, value_name = "VERSION", conflicts_with = "at")]
         as_of: Option<Version>,
-        /// The time to read as of: RFC 3339 or integer ns.
-        #[arg(long, value_name = "T", value_parser = time_arg)]
+        /// The time to read as of: RFC 3339, integer ns since the epoch, `now`, or a
+        /// duration before now (`-5m`).
+        #[arg(
+            long,
+            value_name = "T",
+            value_parser = time_arg,
+            allow_hyphen_values = true
+        )]
         at: Option<u64>,
         /// A context as a JSON object: the fact is printed only if its conditions hold
         /// there.

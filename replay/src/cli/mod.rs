@@ -477,3 +477,79 @@ pub fn human_bytes(n: u64) -> String {
         format!("{v:.1} {}", UNITS[unit])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every option of `cmd` and its subcommands, with the path of subcommands to it.
+    fn options(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Arg)>) {
+        for arg in cmd.get_arguments() {
+            out.push((path.to_owned(), arg.clone()));
+        }
+        for sub in cmd.get_subcommands() {
+            options(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    /// Whether `text` is accepted as the value of `arg` (its parser, and whether it
+    /// takes a value that starts with a hyphen), in `--x TEXT` form.
+    fn accepts(arg: &clap::Arg, text: &str) -> bool {
+        let alone = clap::Arg::new("x")
+            .long("x")
+            .value_parser(arg.get_value_parser().clone())
+            .allow_hyphen_values(arg.is_allow_hyphen_values_set());
+        clap::Command::new("t")
+            .arg(alone)
+            .try_get_matches_from(["t", "--x", text])
+            .is_ok()
+    }
+
+    /// Whether `arg` takes a time: an option whose parser accepts `now` and RFC 3339
+    /// and refuses words (a text option accepts anything).
+    fn takes_a_time(arg: &clap::Arg) -> bool {
+        !arg.is_positional()
+            && arg.get_action().takes_values()
+            && accepts(arg, "now")
+            && accepts(arg, "2026-11-30T12:00:00Z")
+            && !accepts(arg, "yesterday")
+    }
+
+    #[test]
+    fn every_option_that_takes_a_time_takes_a_relative_one() {
+        // `state --at -5s` and `kb get --at -5s` were refused ("unknown option -5"): the
+        // parser accepted relative times, but the option did not take a value that
+        // starts with a hyphen, and its help named only the absolute forms.
+        let cmd = Cli::command();
+        let mut all = Vec::new();
+        options(&cmd, "blackbox", &mut all);
+        let times: Vec<&(String, clap::Arg)> =
+            all.iter().filter(|(_, arg)| takes_a_time(arg)).collect();
+        let names: Vec<String> = times
+            .iter()
+            .map(|(path, arg)| format!("{path} --{}", arg.get_id()))
+            .collect();
+        // The oracle: the options the command documents as times.
+        for expected in [
+            "blackbox replay --since",
+            "blackbox replay --until",
+            "blackbox export --since",
+            "blackbox export --until",
+            "blackbox state --at",
+            "blackbox kb get --at",
+        ] {
+            assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
+        }
+        for (path, arg) in times {
+            let name = format!("{path} --{}", arg.get_id());
+            assert!(accepts(arg, "-5s"), "{name} refuses -5s");
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(
+                help.contains("now") && help.contains("-5m"),
+                "{name}'s help names every form of a time: {help:?}"
+            );
+        }
+    }
+}

@@ -50,7 +50,8 @@ pub struct RangeArgs {
     /// epoch, `now`, or a duration before now (`-5m`).
     #[arg(long, value_name = "T", value_parser = time_arg, allow_hyphen_values = true)]
     pub since: Option<u64>,
-    /// Records that happened at or before this time (same forms as --since).
+    /// Records that happened at or before this time: RFC 3339, integer ns since the
+    /// epoch, `now`, or a duration before now (`-5m`).
     #[arg(long, value_name = "T", value_parser = time_arg, allow_hyphen_values = true)]
     pub until: Option<u64>,
     /// The range around a record: its seq, `incident` (the last incident's trigger) or
