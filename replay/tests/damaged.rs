@@ -485,3 +485,104 @@ fn salvage_from_a_seq_mid_log_reads_the_names_in_use_there() {
     assert_eq!(&lines[1], &whole[&past]);
     assert_eq!(lines.len(), 2);
 }
+
+/// `blackbox record` of the same 120 events into `dir`, over 4 KiB segments, with
+/// `extra` options. Each event is synced before the next is sent, so each is a block of
+/// its own and two recordings have the same segments.
+fn record_120(dir: &Path, extra: &[&str]) {
+    let input: String = (0..120)
+        .map(|i| format!("{{\"kind\":\"a.b\",\"payload\":{{\"i\":{i}}}}}\n{{\"op\":\"sync\"}}\n"))
+        .collect();
+    let mut args = vec!["--segment-bytes", "4KiB"];
+    args.extend_from_slice(extra);
+    ok(&record(dir, &input, &args));
+}
+
+#[test]
+fn a_segment_from_another_log_fails_every_reader() {
+    // A segment copied from another log (the same input recorded twice): a read by time
+    // through it returned nothing with exit 0, and a read by seq returned the other
+    // log's records, because `replay` never checked the log's structure (stats and
+    // digest did).
+    for keyed in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let key = tmp.path().join("key");
+        fs::write(&key, [7u8; 32]).unwrap();
+        let key_args: Vec<&str> = if keyed {
+            vec!["--key-file", s(&key)]
+        } else {
+            vec![]
+        };
+        let case = if keyed { "keyed" } else { "unkeyed" };
+        let (ours, theirs) = (tmp.path().join("ours"), tmp.path().join("theirs"));
+        record_120(&ours, &key_args);
+        record_120(&theirs, &key_args);
+        let d = s(&ours);
+        let mut args = vec![
+            "kb",
+            "put",
+            "door",
+            "\"open\"",
+            "--evidence",
+            "1",
+            "--dir",
+            d,
+        ];
+        args.extend_from_slice(&key_args);
+        ok(&blackbox(&args));
+        // A middle segment of ours that theirs has under the same name.
+        let their_names: Vec<String> = segments(&theirs).iter().map(|(_, p)| name(p)).collect();
+        let segs = segments(&ours);
+        let k = (1..segs.len() - 1)
+            .find(|&k| k >= segs.len() / 3 && their_names.contains(&name(&segs[k].1)))
+            .unwrap_or_else(|| panic!("{case}: {segs:?} {their_names:?}"));
+        let (first, path) = segs[k].clone();
+        // When our record at `first` happened, read before the swap.
+        let mut args = vec!["replay", "--dir", d, "--json", "--log-order"];
+        args.extend_from_slice(&key_args);
+        let at = json_lines(&ok(&blackbox(&args)))
+            .iter()
+            .find(|r| r["seq"].as_u64() == Some(first + 2))
+            .map(|r| r["ts"].as_str().unwrap().to_owned())
+            .unwrap();
+        writable(&path);
+        fs::copy(theirs.join(name(&path)), &path).unwrap();
+        let (from, to) = ((first + 2).to_string(), (first + 3).to_string());
+        let out = tmp.path().join("x.jsonl");
+        let readers: Vec<Vec<&str>> = vec![
+            vec!["replay", "--dir", d],
+            vec!["replay", "--dir", d, "--since", &at],
+            vec!["replay", "--dir", d, "--since", &at, "--log-order"],
+            vec!["replay", "--dir", d, "--from-seq", &from, "--to-seq", &to],
+            vec![
+                "replay",
+                "--dir",
+                d,
+                "--from-seq",
+                &from,
+                "--to-seq",
+                &to,
+                "--log-order",
+            ],
+            vec!["replay", "--dir", d, "--around", &from],
+            vec!["export", "--dir", d, "--out", s(&out)],
+            vec!["export", "--dir", d, "--out", s(&out), "--since", &at],
+            vec!["state", "--dir", d, "--at", &at],
+            vec!["state", "--dir", d, "--at", "now"],
+            vec!["kb", "log", "--dir", d],
+            vec!["kb", "get", "door", "--dir", d],
+            vec!["stats", "--dir", d],
+            vec!["digest", "--dir", d],
+            vec!["verify", "--dir", d],
+        ];
+        for reader in readers {
+            let mut args = reader.clone();
+            if reader[0] != "digest" {
+                args.extend_from_slice(&key_args);
+            }
+            let err = fails(&blackbox(&args));
+            assert!(err.contains(&name(&path)), "{case}: {args:?}: {err}");
+        }
+        assert!(!out.exists(), "{case}: a failed export writes nothing");
+    }
+}
