@@ -586,3 +586,136 @@ fn a_segment_from_another_log_fails_every_reader() {
         assert!(!out.exists(), "{case}: a failed export writes nothing");
     }
 }
+
+/// Forges the payload digit after the first `"i":` in the segment at `path`, and
+/// recomputes its frame's crc (FORMAT.md: a 96-byte segment header, blocks of a 72-byte
+/// header and frames of a 16-byte header and a payload padded to 8 bytes; a frame's crc
+/// is the crc32c of its seq, its header's bytes 0..12 and its payload). Only the chain
+/// link, which needs the key, can tell. Returns the forged frame's seq.
+fn forge_a_digit(path: &Path) -> u64 {
+    let le32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let le64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    writable(path);
+    let mut bytes = fs::read(path).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"\"i\":").unwrap() + 4;
+    bytes[at] = if bytes[at] == b'9' {
+        b'8'
+    } else {
+        bytes[at] + 1
+    };
+    let mut block = 96;
+    while &bytes[block..block + 4] == b"BBLK" {
+        let frames_len = le32(&bytes, block + 4) as usize;
+        let first_seq = le64(&bytes, block + 16);
+        let mut frame = block + 72;
+        let mut seq = first_seq;
+        while frame < block + 72 + frames_len {
+            let payload_len = le32(&bytes, frame) as usize;
+            let end = frame + 16 + payload_len;
+            if (frame..end).contains(&at) {
+                let crc = crc32c::crc32c_append(
+                    crc32c::crc32c_append(
+                        crc32c::crc32c(&seq.to_le_bytes()),
+                        &bytes[frame..frame + 12],
+                    ),
+                    &bytes[frame + 16..end],
+                );
+                bytes[frame + 12..frame + 16].copy_from_slice(&crc.to_le_bytes());
+                fs::write(path, &bytes).unwrap();
+                return seq;
+            }
+            frame = end.next_multiple_of(8);
+            seq += 1;
+        }
+        block += 72 + frames_len;
+    }
+    panic!("no frame holds byte {at} of {}", path.display());
+}
+
+#[test]
+fn a_keyed_log_is_surveyed_and_advised_with_its_key() {
+    // Guards a past bug: with --key-file, the damage report's survey and advice ignored
+    // the key: on a keyed log with a frame forged (crc recomputed), `verify --key-file K
+    // --json` reported `"lost": []` and advised a keyless `replay --salvage`, which
+    // printed the forged record with exit 0.
+    let tmp = tempfile::tempdir().unwrap();
+    let key = tmp.path().join("key");
+    fs::write(&key, [7u8; 32]).unwrap();
+    let dir = tmp.path().join("log");
+    let d = s(&dir);
+    let input: String = (0..300)
+        .map(|i| format!("{{\"kind\":\"a.b\",\"payload\":{{\"i\":{i}}}}}\n"))
+        .collect();
+    ok(&record(
+        &dir,
+        &input,
+        &["--segment-bytes", "4KiB", "--key-file", s(&key)],
+    ));
+    let intact: BTreeMap<u64, Value> = replay_all(d, &["--key-file", s(&key)]);
+    let (_, _, path) = middle(&dir);
+    let forged = forge_a_digit(&path);
+    // Without the key the forgery passes every checksum: the oracle that it is one is
+    // the intact read above.
+    let keyless = replay_all(d, &[]);
+    assert_ne!(keyless[&forged], intact[&forged]);
+
+    let k = s(&key);
+    let out = blackbox(&["verify", "--dir", d, "--key-file", k, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lost = report["lost"].as_array().unwrap();
+    assert!(
+        lost.iter().any(|l| {
+            l["first_seq"].as_u64().is_some_and(|f| f <= forged)
+                && l["last_seq"].as_u64().is_some_and(|t| t >= forged)
+        }),
+        "seq {forged} is reported lost: {report}"
+    );
+    let mut advised: Vec<String> = report["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect();
+    for reader in [
+        vec!["verify", "--dir", d, "--key-file", k],
+        vec!["replay", "--dir", d, "--key-file", k],
+        vec!["export", "--dir", d, "--key-file", k, "--out", "-"],
+    ] {
+        let err = fails(&blackbox(&reader));
+        let commands = commands_in(&err);
+        assert!(!commands.is_empty(), "{reader:?}: {err}");
+        advised.extend(commands);
+    }
+    for c in advised {
+        assert!(
+            c.contains(&format!("--key-file {k}")),
+            "`{c}` carries the key"
+        );
+        let mut args: Vec<&str> = c.split_whitespace().skip(1).collect();
+        args.push("--json");
+        let out = bin().args(&args).output().unwrap();
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || (args.contains(&"--salvage") && code == Some(3)),
+            "`{c}` exited {code:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for r in json_lines(&String::from_utf8(out.stdout).unwrap()) {
+            if let Some(seq) = r["seq"].as_u64() {
+                assert_ne!(seq, forged, "`{c}` printed the forged record: {r}");
+                assert_eq!(r, intact[&seq], "`{c}`");
+            }
+        }
+    }
+}
+
+/// Every record of the log in `dir` by seq, as `replay --json --log-order` prints them.
+fn replay_all(dir: &str, extra: &[&str]) -> BTreeMap<u64, Value> {
+    let mut args = vec!["replay", "--dir", dir, "--json", "--log-order"];
+    args.extend_from_slice(extra);
+    json_lines(&ok(&blackbox(&args)))
+        .into_iter()
+        .map(|r| (r["seq"].as_u64().unwrap(), r))
+        .collect()
+}

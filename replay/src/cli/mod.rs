@@ -9,6 +9,7 @@ use std::fmt;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 use blackbox_replay::Error;
 use clap::{Parser, Subcommand};
@@ -374,11 +375,28 @@ pub fn progress_bar(len: Option<u64>, message: String) -> indicatif::ProgressBar
     bar
 }
 
-/// Reads the key file, if one was given.
+/// The chain key file this run was given and its key, once read: a damage report is
+/// written far from where its subcommand read the key (often from an error alone), and
+/// both its survey of the log and every command it advises must use the key.
+static KEY_FILE: OnceLock<(PathBuf, blackbox::ChainKey)> = OnceLock::new();
+
+/// Reads the key file, if one was given, and keeps it for damage reports
+/// ([`given_key`]).
 pub fn key_from(path: Option<&Path>) -> Result<Option<blackbox::ChainKey>, CliError> {
-    path.map(blackbox_replay::read_key_file)
+    let key = path
+        .map(blackbox_replay::read_key_file)
         .transpose()
-        .map_err(CliError::from)
+        .map_err(CliError::from)?;
+    if let (Some(path), Some(key)) = (path, &key) {
+        // A run reads one key file: a second read of it finds it already kept.
+        let _ = KEY_FILE.set((path.to_owned(), key.clone()));
+    }
+    Ok(key)
+}
+
+/// The key file this run was given (`--key-file`) and its key, once read.
+pub fn given_key() -> Option<&'static (PathBuf, blackbox::ChainKey)> {
+    KEY_FILE.get()
 }
 
 /// Warns on stderr that a keyed log is read without its key.
