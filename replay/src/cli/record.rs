@@ -272,7 +272,7 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
             )),
             Ok(text) if text.trim().is_empty() => continue,
             Ok(text) => match parse_line(text) {
-                Ok(line) => apply(recorder, line, &stdout, tally)?,
+                Ok(line) => apply(recorder, line, number, &stdout, tally)?,
                 Err(reason) => Err(reason),
             },
         };
@@ -297,11 +297,12 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
     }
 }
 
-/// Applies one line. The outer error stops the run (the recorder or stdout failed); the
-/// inner one is the line's own problem (refused by the recorder).
+/// Applies line `number`. The outer error stops the run (the recorder or stdout failed);
+/// the inner one is the line's own problem (refused by the recorder).
 fn apply(
     recorder: &Recorder,
     line: Line,
+    number: u64,
     stdout: &io::Stdout,
     tally: &mut Tally,
 ) -> Result<Result<(), String>, CliError> {
@@ -364,9 +365,21 @@ fn apply(
             let seq = recorder.sync()?;
             tally.ops += 1;
             let mut out = stdout.lock();
+            // A closed stdout is not the quiet end of `| head` here: the feeder waits
+            // for acknowledgements, and the lines after this one would go unrecorded
+            // without a word.
             writeln!(out, "{}", json!({ "synced": seq.map(|s| s.0) }))
                 .and_then(|()| out.flush())
-                .map_err(super::stdout_error)?;
+                .map_err(|e| {
+                    let why = if e.kind() == io::ErrorKind::BrokenPipe {
+                        "stdout was closed".to_owned()
+                    } else {
+                        e.to_string()
+                    };
+                    CliError::new(format!(
+                        "line {number}: cannot write its acknowledgement ({why}): stopped recording; line {number} was the last recorded (the log is closed, every line up to it synced): keep reading the output of `blackbox record` until it exits"
+                    ))
+                })?;
             Ok(Ok(()))
         }
     }
