@@ -719,3 +719,38 @@ fn replay_all(dir: &str, extra: &[&str]) -> BTreeMap<u64, Value> {
         .map(|r| (r["seq"].as_u64().unwrap(), r))
         .collect()
 }
+
+#[test]
+fn digest_says_it_checked_the_structure_and_that_verify_checks_every_record() {
+    // Guards a past bug: `digest` printed a clean digest for a log with a damaged middle
+    // segment (it checks the structure and reads only the last segment) while the guide
+    // said every reader refuses a damaged log, and nothing said what it had checked.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let d = s(&dir);
+    log_of_300(&dir);
+    flipped_byte_mid_segment(&dir);
+    let out = blackbox(&["digest", "--dir", d]);
+    let text = ok(&out);
+    assert_eq!(text.trim().split(':').count(), 2, "SEQ:HASH: {text}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("structure checked") && stderr.contains("blackbox verify"),
+        "{stderr}"
+    );
+    // The command it names finds the damage.
+    fails(&blackbox(&["verify", "--dir", d]));
+    // With --json, stdout is the answer and stderr stays empty.
+    let out = blackbox(&["digest", "--dir", d, "--json"]);
+    json_lines(&ok(&out));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let help = ok(&blackbox(&["digest", "--help"]));
+    assert!(
+        help.contains("structure") && help.contains("blackbox verify"),
+        "{help}"
+    );
+}

@@ -44,6 +44,11 @@ enum Command {
     /// Check every checksum and the hash chain; exit 0 only if the log is intact.
     Verify(verify::Args),
     /// Print SEQ:HASH of the last record, to check the log against later.
+    ///
+    /// It checks the log's structure (every segment's header and footer, and that they
+    /// continue one another: a missing, foreign or truncated segment fails) and reads the
+    /// last segment in full; it does not read the records of the other segments, so
+    /// damage inside one of them passes. `blackbox verify` checks every record.
     Digest(digest::Args),
     /// Print the log's size, time span and per-kind totals.
     Stats(stats::Args),
