@@ -754,3 +754,59 @@ fn digest_says_it_checked_the_structure_and_that_verify_checks_every_record() {
         "{help}"
     );
 }
+
+#[test]
+fn a_salvaged_export_describes_its_digest_and_chain_check_truly() {
+    // Guards a past bug: a salvaged export said "log digest none (empty log)" after
+    // hundreds of rows, and its manifest said `"log": {"chain_verified": true}` beside a
+    // loss marked `"chain_broken": true`.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let d = s(&dir);
+    log_of_300(&dir);
+    flipped_byte_mid_segment(&dir);
+    let out = tmp.path().join("x.jsonl");
+    let o = blackbox(&["export", "--dir", d, "--out", s(&out), "--salvage"]);
+    assert_eq!(o.status.code(), Some(3));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("log digest none (a salvaged log proves no prefix)"),
+        "{said}"
+    );
+    assert!(!said.contains("empty log"), "{said}");
+    let manifest: Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("x.jsonl.manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(manifest["rows"].as_u64().unwrap() > 0);
+    assert!(
+        manifest["lost"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["chain_broken"] == true),
+        "{manifest}"
+    );
+    // Every row was checked against the chain; the field says so and no more.
+    assert_eq!(manifest["log"]["rows_chain_checked"], true, "{manifest}");
+    assert!(
+        manifest["log"].get("chain_verified").is_none(),
+        "{manifest}"
+    );
+    // A keyed log exported without its key: its rows were not checked against the chain.
+    let keyed = tmp.path().join("keyed");
+    let key = tmp.path().join("key");
+    fs::write(&key, [7u8; 32]).unwrap();
+    ok(&record(
+        &keyed,
+        "{\"kind\":\"a.b\"}\n",
+        &["--key-file", s(&key)],
+    ));
+    let out = tmp.path().join("k.jsonl");
+    ok(&blackbox(&["export", "--dir", s(&keyed), "--out", s(&out)]));
+    let manifest: Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("k.jsonl.manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["log"]["rows_chain_checked"], false, "{manifest}");
+}
