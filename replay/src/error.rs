@@ -1,5 +1,6 @@
 //! Errors of replay.
 
+use blackbox_log::Shown;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -120,17 +121,20 @@ impl fmt::Display for Error {
                 "record at seq {seq} (type {record_type}) cannot be decoded: {reason}"
             ),
             Error::InvalidTime { input, reason } => {
-                write!(f, "invalid time {input:?}: {reason}")
+                write!(f, "invalid time {}: {reason}", Shown(input))
             }
             Error::InvalidDuration { input, reason } => {
-                write!(f, "invalid duration {input:?}: {reason}")
+                write!(f, "invalid duration {}: {reason}", Shown(input))
             }
-            Error::InvalidSize { input, reason } => write!(f, "invalid size {input:?}: {reason}"),
+            Error::InvalidSize { input, reason } => {
+                write!(f, "invalid size {}: {reason}", Shown(input))
+            }
             // The policy's message names the glob already.
             Error::InvalidGlob { reason, .. } => f.write_str(reason),
             Error::InvalidRecordType { input } => write!(
                 f,
-                "unknown record type {input:?}: expected event, summary, accounting, checkpoint, kb, incident or dictionary"
+                "unknown record type {}: expected event, summary, accounting, checkpoint, kb, incident or dictionary",
+                Shown(input)
             ),
             Error::InvalidKey { path, reason } => {
                 write!(f, "invalid key file {}: {reason}", path.display())

@@ -5,6 +5,7 @@
 //! leaves duplicates to the parser, and serde_json keeps the last one silently, so
 //! `{"kind": "a", "kind": "b"}` would record `b` and a payload would lose a value.
 
+use blackbox_log::Shown;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -108,7 +109,8 @@ impl<'de> Visitor<'de> for StrictVisitor {
         while let Some(key) = map.next_key::<String>()? {
             if out.contains_key(&key) {
                 return Err(de::Error::custom(format!(
-                    "the key {key:?} appears twice in one object"
+                    "the key {} appears twice in one object",
+                    Shown(&key)
                 )));
             }
             let Strict(v) = map.next_value()?;

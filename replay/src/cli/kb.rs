@@ -5,6 +5,7 @@
 //! base from the log's commit records in a temporary view: they take no lock and never
 //! touch the view a running recorder owns.
 
+use blackbox_log::Shown;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -284,7 +285,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 && !fact.holds_in(context)
             {
                 return Err(CliError::new(format!(
-                    "not found: the fact of {key:?} holds only where {} (not in the context given)",
+                    "not found: the fact of {} holds only where {} (not in the context given)",
+                    Shown(&key),
                     Value::from(
                         fact.conditions
                             .clone()
@@ -458,7 +460,7 @@ fn provenance(why: &Why) -> Provenance {
 }
 
 fn not_found(key: &str) -> CliError {
-    CliError::new(format!("not found: the key {key:?} has no fact"))
+    CliError::new(format!("not found: the key {} has no fact", Shown(key)))
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {

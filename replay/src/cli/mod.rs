@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
+use blackbox_log::Shown;
 use blackbox_replay::Error;
 use clap::{Parser, Subcommand};
 
@@ -158,19 +159,25 @@ fn usage_sentence(e: &clap::Error) -> String {
                 Some(s) => s.to_string(),
                 None => "it is not valid".to_owned(),
             };
-            format!("invalid value {value:?} for {arg}: {why}")
+            format!("invalid value {} for {arg}: {why}", Shown(&value))
         }
-        (ErrorKind::InvalidValue, Some(arg), Some(value)) => match ctx(ContextKind::ValidValue) {
-            Some(valid) if value.is_empty() => {
-                format!("{arg} needs a value: one of {valid}")
+        // An option that takes any text (a path) has no list of valid values.
+        (ErrorKind::InvalidValue, Some(arg), Some(value)) => {
+            match ctx(ContextKind::ValidValue).filter(|valid| !valid.is_empty()) {
+                Some(valid) if value.is_empty() => {
+                    format!("{arg} needs a value: one of {valid}")
+                }
+                Some(valid) => format!(
+                    "invalid value {} for {arg}: expected one of {valid}",
+                    Shown(&value)
+                ),
+                None if value.is_empty() => format!("{arg} needs a value"),
+                None => format!("invalid value {} for {arg}", Shown(&value)),
             }
-            Some(valid) => format!("invalid value {value:?} for {arg}: expected one of {valid}"),
-            None if value.is_empty() => format!("{arg} needs a value"),
-            None => format!("invalid value {value:?} for {arg}"),
-        },
+        }
         (ErrorKind::UnknownArgument, Some(arg), _) => format!("unknown option {arg}"),
         (ErrorKind::InvalidSubcommand, _, _) => match ctx(ContextKind::InvalidSubcommand) {
-            Some(name) => format!("unknown subcommand {name:?}"),
+            Some(name) => format!("unknown subcommand {}", Shown(&name)),
             None => "unknown subcommand".to_owned(),
         },
         (ErrorKind::ArgumentConflict, Some(arg), _) => match ctx(ContextKind::PriorArg) {

@@ -5,6 +5,7 @@
 //! "key"}`, `{"op": "checkpoint"}`, `{"op": "sync"}`. Blank lines are ignored; any other
 //! field is refused, so that a misspelt field is not dropped silently.
 
+use blackbox_log::Shown;
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
@@ -409,12 +410,16 @@ fn parse_line(text: &str) -> Result<Line, String> {
             "sync" => Line::Sync,
             other => {
                 return Err(format!(
-                    "unknown op {other:?}: expected set, del, checkpoint or sync"
+                    "unknown op {}: expected set, del, checkpoint or sync",
+                    Shown(other)
                 ));
             }
         };
         if let Some(field) = obj.keys().next() {
-            return Err(format!("unknown field {field:?} in {{\"op\": {op:?}}}"));
+            return Err(format!(
+                "unknown field {} in {{\"op\": {op:?}}}",
+                Shown(field)
+            ));
         }
         return Ok(line);
     }
@@ -433,7 +438,7 @@ fn parse_line(text: &str) -> Result<Line, String> {
             for (name, v) in map {
                 let x = v
                     .as_f64()
-                    .ok_or_else(|| format!("value {name:?} is not a number"))?;
+                    .ok_or_else(|| format!("value {} is not a number", Shown(&name)))?;
                 values.push((name, x));
             }
         }
@@ -460,7 +465,8 @@ fn parse_line(text: &str) -> Result<Line, String> {
     };
     if let Some(field) = obj.keys().next() {
         return Err(format!(
-            "unknown field {field:?}: an event has kind, payload, values, source and event_time"
+            "unknown field {}: an event has kind, payload, values, source and event_time",
+            Shown(field)
         ));
     }
     Ok(Line::Event {
