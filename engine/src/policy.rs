@@ -93,13 +93,13 @@
 //! # }
 //! ```
 
-use blackbox_log::Shown;
 use std::cell::RefCell;
 use std::fmt;
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use blackbox_log::Shown;
 use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use toml::Spanned;

@@ -1,8 +1,9 @@
 //! Errors of replay.
 
-use blackbox_log::Shown;
 use std::fmt;
 use std::path::PathBuf;
+
+use blackbox_log::Shown;
 
 /// A specialized `Result` for replay.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -80,3 +80,72 @@ fn long_names_are_cut_in_messages() {
         cut_in(&blackbox(&a), &shown, what);
     }
 }
+
+#[test]
+fn a_repeated_key_in_kb_json_is_told_as_such_without_the_quoting_hint() {
+    // Guards a past bug: a repeated key in `kb put`'s VALUE_JSON said "quote strings as
+    // JSON, e.g. '"left"'", which does not apply.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let d = s(&dir);
+    ok(&record(&dir, "{\"kind\":\"a.b\"}\n", &[]));
+    let put = |value: &str, extra: &[&str]| {
+        let mut args = vec!["kb", "put", "door", value, "--evidence", "0", "--dir", d];
+        args.extend_from_slice(extra);
+        fails(&blackbox(&args))
+    };
+    for err in [
+        put(r#"{"a": 1, "a": 2}"#, &[]),
+        put("1", &["--conditions", r#"{"l": 1, "l": 2}"#]),
+    ] {
+        assert!(
+            err.contains("\"a\" appears twice") || err.contains("\"l\" appears twice"),
+            "{err}"
+        );
+        assert!(!err.contains("quote strings"), "{err}");
+    }
+    // A bare word is not JSON: the hint applies there.
+    let err = put("left", &[]);
+    assert!(err.contains("quote strings as JSON"), "{err}");
+}
+
+#[test]
+fn an_empty_out_is_said_to_need_a_value() {
+    // Guards a past bug: `export --out ''` said "--out needs a value: one of ;".
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    ok(&record(&dir, "{\"kind\":\"a.b\"}\n", &[]));
+    let err = fails(&blackbox(&["export", "--dir", s(&dir), "--out", ""]));
+    assert!(err.contains("--out needs a value"), "{err}");
+    assert!(!err.contains("one of"), "{err}");
+}
+
+#[test]
+fn a_time_past_what_nanoseconds_hold_is_called_so() {
+    // Guards a past bug: `--since 9999-12-31T23:59:59Z` was called "not a valid time".
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    ok(&record(&dir, "{\"kind\":\"a.b\"}\n", &[]));
+    // u64::MAX ns after the epoch, by hand: 18446744073 s is 213503 days (to
+    // 2554-07-21) and 84873 s (23:34:33).
+    for t in [
+        "9999-12-31T23:59:59Z",
+        "3000-01-01T00:00:00Z",
+        "2554-07-21T23:34:34Z",
+    ] {
+        let err = fails(&blackbox(&["replay", "--dir", s(&dir), "--since", t]));
+        assert!(
+            err.contains("past the last time") && err.contains("2554-07-21T23:34:33"),
+            "{t}: {err}"
+        );
+        assert!(!err.contains("not a valid time"), "{t}: {err}");
+    }
+    // The last time that fits is a time.
+    ok(&blackbox(&[
+        "replay",
+        "--dir",
+        s(&dir),
+        "--since",
+        "2554-07-21T23:34:33Z",
+    ]));
+}

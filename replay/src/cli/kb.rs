@@ -5,12 +5,12 @@
 //! base from the log's commit records in a temporary view: they take no lock and never
 //! touch the view a running recorder owns.
 
-use blackbox_log::Shown;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use blackbox::kb::{AsOf, Conditions, Fact, Outcome, Provenance, Version};
 use blackbox::{Config, LogOptions, Recorder, Seq};
+use blackbox_log::Shown;
 use blackbox_replay::{TempView, fact_json, format_time, kb_view};
 use serde_json::{Value, json};
 
@@ -464,10 +464,14 @@ fn not_found(key: &str) -> CliError {
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
-    super::json_input::parse_strict(text).map_err(|why| {
-        CliError::new(format!(
-            "{what}: {why}: quote strings as JSON, e.g. '\"left\"'"
-        ))
+    super::json_input::parse_strict_why(text).map_err(|(why, not_json)| {
+        // The hint is for text that is not JSON (a bare word); a repeated key is not
+        // about quoting.
+        CliError::new(if not_json {
+            format!("{what}: {why}: quote strings as JSON, e.g. '\"left\"'")
+        } else {
+            format!("{what}: {why}")
+        })
     })
 }
 

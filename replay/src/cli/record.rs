@@ -5,7 +5,6 @@
 //! "key"}`, `{"op": "checkpoint"}`, `{"op": "sync"}`. Blank lines are ignored; any other
 //! field is refused, so that a misspelt field is not dropped silently.
 
-use blackbox_log::Shown;
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
@@ -14,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use blackbox::policy::Policy;
 use blackbox::{Config, Counters, Durability, Event, LogOptions, Recorder};
+use blackbox_log::Shown;
 use serde_json::{Map, Value, json};
 
 use super::{CliError, DirArg, key_from, size_arg};
