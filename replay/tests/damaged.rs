@@ -810,3 +810,39 @@ fn a_salvaged_export_describes_its_digest_and_chain_check_truly() {
     .unwrap();
     assert_eq!(manifest["log"]["rows_chain_checked"], false, "{manifest}");
 }
+
+#[test]
+fn replay_json_reports_damage_as_one_object_on_stdout() {
+    // Guards a past bug: `replay --json` on a damaged log wrote only to stderr, while
+    // every other reader prints the damage object on stdout with --json.
+    for (case, damage) in CASES {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("log");
+        let d = s(&dir);
+        log_of_300(&dir);
+        damage(&dir);
+        for extra in [&[][..], &["--log-order"][..]] {
+            let mut args = vec!["replay", "--dir", d, "--json"];
+            args.extend_from_slice(extra);
+            let out = blackbox(&args);
+            assert_eq!(out.status.code(), Some(1), "{case}");
+            assert!(
+                out.stderr.is_empty(),
+                "{case}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let lines = json_lines(&String::from_utf8(out.stdout).unwrap());
+            // Records read before the damage may come first; the report is last.
+            let report = lines.last().unwrap();
+            assert_eq!(report["intact"], false, "{case}: {report}");
+            assert!(
+                report["advice"].as_array().is_some_and(|a| !a.is_empty()),
+                "{case}: {report}"
+            );
+            assert!(
+                lines[..lines.len() - 1].iter().all(|r| r["seq"].is_u64()),
+                "{case}"
+            );
+        }
+    }
+}
