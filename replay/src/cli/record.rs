@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use blackbox::policy::Policy;
 use blackbox::{Config, Counters, Durability, Event, LogOptions, Recorder};
@@ -87,13 +87,18 @@ enum Line {
     Sync,
 }
 
-/// What one run did.
+/// What one run did, counted as it goes (the signal handler reads it from its thread).
 #[derive(Debug, Default)]
 struct Tally {
-    lines: u64,
-    events: u64,
-    ops: u64,
-    skipped: u64,
+    lines: AtomicU64,
+    events: AtomicU64,
+    ops: AtomicU64,
+    skipped: AtomicU64,
+}
+
+/// One more.
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Runs `blackbox record`.
@@ -129,13 +134,21 @@ pub fn run(args: Args) -> Result<(), CliError> {
             r["detail"].as_str().unwrap_or("")
         );
     }
+    let baseline = Arc::new(recorder.stats()?);
+    let tally = Arc::new(Tally::default());
     // A supervisor's SIGTERM or a Ctrl-C closes the log as the end of input would (open
-    // summary windows, a last accounting record, a checkpoint, fsync), then exits 130.
+    // summary windows, a last accounting record, a checkpoint, fsync), prints the
+    // summary with the counts so far, then exits 130.
     let on_signal = Arc::clone(&recorder);
+    let (base, counted, torn) = (Arc::clone(&baseline), Arc::clone(&tally), recovered.clone());
     let dir = args.dir.dir.clone();
     let _ = ctrlc::set_handler(move || {
         SIGNALED.store(true, Ordering::SeqCst);
+        let totals = on_signal.stats();
         let last = on_signal.close();
+        if let (Ok(totals), Ok(last_seq)) = (&totals, &last) {
+            let _ = print_summary(*last_seq, &counted, &base, totals, torn.clone());
+        }
         let mut err = io::stderr().lock();
         let _ = match last {
             Ok(seq) => writeln!(
@@ -151,7 +164,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         };
         std::process::exit(130);
     });
-    let result = record_all(&recorder, &args, recovered);
+    let result = record_all(&recorder, &args, &baseline, &tally, recovered);
     if SIGNALED.load(Ordering::SeqCst) {
         // The signal handler is closing the log and ends the process when it is done:
         // returning now would cut its close short.
@@ -181,27 +194,49 @@ fn recovered_json(recovery: &blackbox::Recovery) -> Option<Value> {
     }))
 }
 
-fn record_all(recorder: &Recorder, args: &Args, recovered: Option<Value>) -> Result<(), CliError> {
-    let baseline = recorder.stats()?;
-    let mut tally = Tally::default();
-    let outcome = feed(recorder, args, &mut tally);
+fn record_all(
+    recorder: &Recorder,
+    args: &Args,
+    baseline: &BTreeMap<String, Counters>,
+    tally: &Tally,
+    recovered: Option<Value>,
+) -> Result<(), CliError> {
+    let outcome = feed(recorder, args, tally);
     // Whatever happened, close: the records before a bad line stay, synced.
     let totals = recorder.stats();
     let closed = recorder.close();
     outcome?;
     let totals = totals?;
     let last_seq = closed?;
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+    print_summary(last_seq, tally, baseline, &totals, recovered)
+}
+
+/// Set by whichever prints the summary first: the end of input or the signal handler.
+static SUMMARY_PRINTED: AtomicBool = AtomicBool::new(false);
+
+/// Prints the run's summary line on stdout, once.
+fn print_summary(
+    last_seq: Option<blackbox::Seq>,
+    tally: &Tally,
+    baseline: &BTreeMap<String, Counters>,
+    totals: &BTreeMap<String, Counters>,
+    recovered: Option<Value>,
+) -> Result<(), CliError> {
+    if SUMMARY_PRINTED.swap(true, Ordering::SeqCst) {
+        return Ok(());
+    }
+    let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let summary = json!({
         "last_seq": last_seq.map(|s| s.0),
-        "lines": tally.lines,
-        "events": tally.events,
-        "ops": tally.ops,
-        "skipped": tally.skipped,
-        "kinds": run_counters(&baseline, &totals),
+        "lines": count(&tally.lines),
+        "events": count(&tally.events),
+        "ops": count(&tally.ops),
+        "skipped": count(&tally.skipped),
+        "kinds": run_counters(baseline, totals),
         "recovered": recovered,
     });
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
     writeln!(out, "{summary}")
         .and_then(|()| out.flush())
         .map_err(super::stdout_error)
@@ -245,7 +280,7 @@ fn run_counters(
 }
 
 /// Reads stdin to its end, recording every line.
-fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliError> {
+fn feed(recorder: &Recorder, args: &Args, tally: &Tally) -> Result<(), CliError> {
     let stdin = io::stdin();
     let mut input = stdin.lock();
     let stdout = io::stdout();
@@ -261,7 +296,7 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
             LineRead::TooLong => true,
         };
         number += 1;
-        tally.lines += 1;
+        bump(&tally.lines);
         let outcome = match std::str::from_utf8(&buf) {
             _ if too_long => Err(format!(
                 "it is longer than {} MiB, more than any record the log takes",
@@ -284,7 +319,7 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
                     skip_line(&mut input)
                         .map_err(|e| CliError::new(format!("cannot read stdin: {e}")))?;
                 }
-                tally.skipped += 1;
+                bump(&tally.skipped);
                 let _ = writeln!(
                     io::stderr().lock(),
                     "blackbox: line {number} skipped: {reason}"
@@ -305,7 +340,7 @@ fn apply(
     line: Line,
     number: u64,
     stdout: &io::Stdout,
-    tally: &mut Tally,
+    tally: &Tally,
 ) -> Result<Result<(), String>, CliError> {
     match line {
         Line::Event {
@@ -328,7 +363,7 @@ fn apply(
             }
             match recorder.record(&event) {
                 Ok(()) => {
-                    tally.events += 1;
+                    bump(&tally.events);
                     Ok(Ok(()))
                 }
                 Err(
@@ -343,7 +378,7 @@ fn apply(
         }
         Line::Set { key, value } => match recorder.working().set(key, value) {
             Ok(_) => {
-                tally.ops += 1;
+                bump(&tally.ops);
                 Ok(Ok(()))
             }
             Err(e @ blackbox::Error::WorkingMemoryTooLarge { .. }) => Ok(Err(e.to_string())),
@@ -351,12 +386,12 @@ fn apply(
         },
         Line::Del { key } => {
             recorder.working().remove(&key);
-            tally.ops += 1;
+            bump(&tally.ops);
             Ok(Ok(()))
         }
         Line::Checkpoint => match recorder.checkpoint() {
             Ok(_) => {
-                tally.ops += 1;
+                bump(&tally.ops);
                 Ok(Ok(()))
             }
             Err(e @ blackbox::Error::CheckpointTooLarge { .. }) => Ok(Err(e.to_string())),
@@ -364,7 +399,7 @@ fn apply(
         },
         Line::Sync => {
             let seq = recorder.sync()?;
-            tally.ops += 1;
+            bump(&tally.ops);
             let mut out = stdout.lock();
             // A closed stdout is not the quiet end of `| head` here: the feeder waits
             // for acknowledgements, and the lines after this one would go unrecorded
