@@ -149,3 +149,54 @@ fn a_time_past_what_nanoseconds_hold_is_called_so() {
         "2554-07-21T23:34:33Z",
     ]));
 }
+
+#[test]
+fn kb_history_says_what_each_commit_did() {
+    // Guards a past bug: after `kb refute door '"ajar"'`, `kb history door` showed
+    // `v2 … rejected door = "closed"`, as if the held value had been rejected.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let d = s(&dir);
+    ok(&record(
+        &dir,
+        "{\"kind\":\"a.b\"}\n{\"kind\":\"a.c\"}\n",
+        &[],
+    ));
+    ok(&blackbox(&[
+        "kb",
+        "put",
+        "door",
+        "\"closed\"",
+        "--evidence",
+        "0",
+        "--dir",
+        d,
+    ]));
+    ok(&blackbox(&[
+        "kb",
+        "refute",
+        "door",
+        "\"ajar\"",
+        "--evidence",
+        "1",
+        "--reason",
+        "seen shut",
+        "--dir",
+        d,
+    ]));
+    let text = ok(&blackbox(&["kb", "history", "door", "--dir", d]));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].contains(r#"assert door = "closed""#), "{text}");
+    // The rejected value is named as what the commit refuted; the held one as what
+    // the key holds after it.
+    let (_, after) = lines[1]
+        .split_once(r#"refute door = "ajar": rejected; then "#)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(after.starts_with(r#"door = "closed""#), "{text}");
+    let json = common::json_lines(&ok(&blackbox(&[
+        "kb", "history", "door", "--dir", d, "--json",
+    ])));
+    assert_eq!(json[1]["op"], r#"refute door = "ajar""#, "{json:?}");
+    assert_eq!(json[1]["fact"]["value"], "closed", "{json:?}");
+}

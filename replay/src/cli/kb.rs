@@ -314,6 +314,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 let commit = view.commit(version)?;
                 let time = commit.as_ref().map(|c| c.time_ns);
                 let outcome = commit.as_ref().map(|c| c.record.outcome.name());
+                // What the commit did (a refutation names the value it refuted), then
+                // the key's state after it: the outcome alone beside the held value
+                // read as if that value had been rejected.
+                let op = commit.as_ref().map(|c| c.record.op.to_string());
                 if common.json {
                     line(
                         &mut out,
@@ -321,6 +325,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                             "version": version,
                             "time": time.map(format_time),
                             "time_ns": time,
+                            "op": op,
                             "outcome": outcome,
                             "fact": fact.as_ref().map(fact_json),
                         }),
@@ -332,9 +337,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
                     line(
                         &mut out,
                         format!(
-                            "v{version}  {}  {:<12} {state}",
+                            "v{version}  {}  {}: {}; then {state}",
                             time.map(format_time).unwrap_or_default(),
-                            outcome.unwrap_or("")
+                            op.as_deref().unwrap_or("?"),
+                            outcome.unwrap_or("?")
                         ),
                     )?;
                 }
