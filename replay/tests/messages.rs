@@ -200,3 +200,27 @@ fn kb_history_says_what_each_commit_did() {
     assert_eq!(json[1]["op"], r#"refute door = "ajar""#, "{json:?}");
     assert_eq!(json[1]["fact"]["value"], "closed", "{json:?}");
 }
+
+#[test]
+fn around_the_most_negative_incident_number_is_an_error_not_a_panic() {
+    // Guards a past bug: `--around incident:-9223372036854775808` negated i64::MIN,
+    // which panics in a debug build.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    ok(&record(&dir, "{\"kind\":\"a.b\"}\n", &[]));
+    for n in [
+        "-9223372036854775808",
+        "-9223372036854775807",
+        "9223372036854775807",
+    ] {
+        let around = format!("incident:{n}");
+        let err = fails(&blackbox(&[
+            "replay",
+            "--dir",
+            s(&dir),
+            "--around",
+            &around,
+        ]));
+        assert!(err.contains("the log holds 0 incidents"), "{around}: {err}");
+    }
+}

@@ -126,7 +126,10 @@ impl RangeArgs {
                 let index = if n > 0 {
                     usize::try_from(n - 1).ok()
                 } else {
-                    usize::try_from(-n).ok().and_then(|k| count.checked_sub(k))
+                    // -i64::MIN does not exist: no log holds that many incidents.
+                    n.checked_neg()
+                        .and_then(|k| usize::try_from(k).ok())
+                        .and_then(|k| count.checked_sub(k))
                 };
                 let Some(i) = index.and_then(|i| incidents.get(i)) else {
                     let which = match n {
