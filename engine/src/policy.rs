@@ -483,8 +483,12 @@ impl PolicyBuilder {
 
         let mut rule_globs = GlobSetBuilder::new();
         for (index, rule) in self.rules.iter().enumerate() {
-            let in_rule =
-                |reason: String| fail(format!("rules[{index}] ({:?}): {reason}", rule.pattern));
+            let in_rule = |reason: String| {
+                fail(format!(
+                    "rules[{index}] ({}): {reason}",
+                    Shown(&rule.pattern)
+                ))
+            };
             rule_globs.add(compile_kind_glob(&rule.pattern).map_err(in_rule)?);
             check_tier(&rule.tier).map_err(in_rule)?;
             if rule.preroll {
@@ -503,7 +507,8 @@ impl PolicyBuilder {
             for (index, trigger) in incident.triggers.iter().enumerate() {
                 let glob = compile_kind_glob(trigger).map_err(|reason| {
                     fail(format!(
-                        "incident triggers[{index}] ({trigger:?}): {reason}"
+                        "incident triggers[{index}] ({}): {reason}",
+                        Shown(trigger)
                     ))
                 })?;
                 trigger_globs.add(glob);
@@ -991,7 +996,7 @@ impl PolicyToml {
                 name => {
                     return Err(located.at(
                         &default.span(),
-                        format!("unknown tier {name:?}: {TIER_EXPECTED}"),
+                        format!("unknown tier {}: {TIER_EXPECTED}", Shown(name)),
                     ));
                 }
             };
@@ -1045,7 +1050,7 @@ impl RuleToml {
         if !matches!(name, "full" | "sample" | "summary" | "drop") {
             return Err(located.at(
                 &tier.span(),
-                format!("unknown tier {name:?}: {TIER_EXPECTED}"),
+                format!("unknown tier {}: {TIER_EXPECTED}", Shown(name)),
             ));
         }
         // Parameters meant for another tier are refused rather than ignored: they show

@@ -79,6 +79,29 @@ fn long_names_are_cut_in_messages() {
     for (what, a) in args {
         cut_in(&blackbox(&a), &shown, what);
     }
+    // A policy file's tier and glob.
+    for (what, toml) in [
+        (
+            "a policy's tier",
+            format!("[[rules]]\nmatch = \"*\"\ntier = \"{name}\"\n"),
+        ),
+        (
+            "a policy's glob",
+            format!("[[rules]]\nmatch = \"{name}/\"\ntier = \"full\"\n"),
+        ),
+        (
+            "an incident trigger",
+            format!("[incident]\ntriggers = [\"{name}/\"]\n"),
+        ),
+    ] {
+        let policy = tmp.path().join("policy.toml");
+        std::fs::write(&policy, toml).unwrap();
+        cut_in(
+            &record(&dir, "{\"kind\":\"a.b\"}\n", &["--policy", s(&policy)]),
+            &shown,
+            what,
+        );
+    }
 }
 
 #[test]
