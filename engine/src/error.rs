@@ -92,7 +92,7 @@ impl fmt::Display for Error {
             Error::Writer(e) => write!(f, "the recorder's writer stopped after an error: {e}"),
             Error::InvalidKind(e) => e.fmt(f),
             Error::InvalidName { name, what, rule } => {
-                write!(f, "invalid {what} {name:?}: {rule}")
+                write!(f, "invalid {what} {}: {rule}", blackbox_log::Shown(name))
             }
             Error::EventTooLarge {
                 kind,
@@ -125,7 +125,8 @@ impl fmt::Display for Error {
                 limit_bytes,
             } => write!(
                 f,
-                "setting working-memory key {key:?} would make the memory {size_bytes} bytes of JSON, over its limit of {limit_bytes} bytes (what one log record holds): not set"
+                "setting working-memory key {} would make the memory {size_bytes} bytes of JSON, over its limit of {limit_bytes} bytes (what one log record holds): not set",
+                blackbox_log::Shown(key)
             ),
             Error::Closed => write!(f, "the recorder is closed"),
             Error::Kb(e) => write!(f, "{e}"),

@@ -91,8 +91,10 @@ impl std::fmt::Display for NameLimitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "the log has reached its limit of {} {}: the new name {:?} is not recorded",
-            self.max, self.limit, self.name
+            "the log has reached its limit of {} {}: the new name {} is not recorded",
+            self.max,
+            self.limit,
+            blackbox_log::Shown(&self.name)
         )
     }
 }

@@ -99,6 +99,7 @@ use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use blackbox_log::Shown;
 use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use toml::Spanned;
@@ -482,8 +483,12 @@ impl PolicyBuilder {
 
         let mut rule_globs = GlobSetBuilder::new();
         for (index, rule) in self.rules.iter().enumerate() {
-            let in_rule =
-                |reason: String| fail(format!("rules[{index}] ({:?}): {reason}", rule.pattern));
+            let in_rule = |reason: String| {
+                fail(format!(
+                    "rules[{index}] ({}): {reason}",
+                    Shown(&rule.pattern)
+                ))
+            };
             rule_globs.add(compile_kind_glob(&rule.pattern).map_err(in_rule)?);
             check_tier(&rule.tier).map_err(in_rule)?;
             if rule.preroll {
@@ -502,7 +507,8 @@ impl PolicyBuilder {
             for (index, trigger) in incident.triggers.iter().enumerate() {
                 let glob = compile_kind_glob(trigger).map_err(|reason| {
                     fail(format!(
-                        "incident triggers[{index}] ({trigger:?}): {reason}"
+                        "incident triggers[{index}] ({}): {reason}",
+                        Shown(trigger)
                     ))
                 })?;
                 trigger_globs.add(glob);
@@ -534,17 +540,18 @@ const NO_TRIGGERS: &str =
 ///
 /// What is wrong with the glob, in a sentence that names it.
 pub fn compile_kind_glob(pattern: &str) -> Result<Glob, String> {
+    let shown = Shown(pattern);
     if pattern.is_empty() {
         return Err("empty glob: it can never match a kind".to_owned());
     }
     if pattern.chars().any(char::is_whitespace) {
         return Err(format!(
-            "glob {pattern:?} contains whitespace, which no kind does"
+            "glob {shown} contains whitespace, which no kind does"
         ));
     }
     if pattern.contains('/') {
         return Err(format!(
-            "glob {pattern:?} contains '/': kinds are dotted names, like \"sensor.*\""
+            "glob {shown} contains '/': kinds are dotted names, like \"sensor.*\""
         ));
     }
     GlobBuilder::new(pattern)
@@ -555,7 +562,7 @@ pub fn compile_kind_glob(pattern: &str) -> Result<Glob, String> {
         // must mean the same everywhere.
         .backslash_escape(true)
         .build()
-        .map_err(|err| format!("invalid glob {pattern:?}: {}", err.kind()))
+        .map_err(|err| format!("invalid glob {shown}: {}", err.kind()))
 }
 
 /// Checks that a rule with `preroll` can use it.
@@ -700,21 +707,12 @@ impl KindError {
 impl fmt::Display for KindError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // A kind can come from untrusted input of any length; show a bounded prefix.
-        if self.kind.len() > KIND_BYTES_MAX {
-            let mut end = KIND_BYTES_MAX;
-            while !self.kind.is_char_boundary(end) {
-                end -= 1;
-            }
-            let shown = self.kind.get(..end).unwrap_or_default();
-            write!(
-                f,
-                "invalid kind {shown:?}... ({} bytes): {}",
-                self.kind.len(),
-                self.rule
-            )
-        } else {
-            write!(f, "invalid kind {:?}: {}", self.kind, self.rule)
-        }
+        write!(
+            f,
+            "invalid kind {}: {}",
+            blackbox_log::Shown(&self.kind),
+            self.rule
+        )
     }
 }
 
@@ -801,11 +799,13 @@ fn parse_quantity(
     /// `u64::MAX` has 20 digits.
     const INTEGER_DIGITS_MAX: usize = 20;
 
+    // The text comes from a user: messages show at most its start.
+    let shown = Shown(text);
     if text.is_empty() {
         return Err(format!("empty {what}: {expected}"));
     }
     if text.starts_with('-') {
-        return Err(format!("{what} {text:?} is negative: {expected}"));
+        return Err(format!("{what} {shown} is negative: {expected}"));
     }
     let number_len = text
         .bytes()
@@ -814,19 +814,20 @@ fn parse_quantity(
     let (number, unit) = text.split_at(number_len);
     if number.is_empty() {
         return Err(format!(
-            "{what} {text:?} does not start with a number: {expected}"
+            "{what} {shown} does not start with a number: {expected}"
         ));
     }
     let multiplier = if unit.is_empty() && unit_optional {
         1
     } else if unit.is_empty() {
-        return Err(format!("{what} {text:?} has no unit: {expected}"));
+        return Err(format!("{what} {shown} has no unit: {expected}"));
     } else {
         match units.iter().find(|(name, _)| *name == unit) {
             Some(&(_, multiplier)) => multiplier,
             None => {
                 return Err(format!(
-                    "{what} {text:?} has an unknown unit {unit:?}: {expected}"
+                    "{what} {shown} has an unknown unit {}: {expected}",
+                    Shown(unit)
                 ));
             }
         }
@@ -839,12 +840,13 @@ fn parse_quantity(
     let has_dot = number.len() != integer.len();
     if integer.is_empty() || (has_dot && fraction.is_empty()) || fraction.contains('.') {
         return Err(format!(
-            "{what} {text:?} has a malformed number {number:?}: {expected}"
+            "{what} {shown} has a malformed number {}: {expected}",
+            Shown(number)
         ));
     }
     let too_large = || {
         format!(
-            "{what} {text:?} is too large: at most {} {base_unit}",
+            "{what} {shown} is too large: at most {} {base_unit}",
             u64::MAX
         )
     };
@@ -855,7 +857,7 @@ fn parse_quantity(
     let fraction = fraction.trim_end_matches('0');
     if fraction.len() > FRACTION_DIGITS_MAX {
         return Err(format!(
-            "{what} {text:?} is not a whole number of {base_unit}"
+            "{what} {shown} is not a whole number of {base_unit}"
         ));
     }
     // Both parts are ASCII digits within the bounds above, so they parse and the
@@ -870,7 +872,7 @@ fn parse_quantity(
     } else {
         let value = fraction
             .parse()
-            .map_err(|_| format!("{what} {text:?} has a malformed number {number:?}"))?;
+            .map_err(|_| format!("{what} {shown} has a malformed number {}", Shown(number)))?;
         let exponent = u32::try_from(fraction.len()).map_err(|_| too_large())?;
         (value, 10u128.pow(exponent))
     };
@@ -878,7 +880,7 @@ fn parse_quantity(
     let fraction_scaled = fraction_value * multiplier;
     if fraction_scaled % fraction_scale != 0 {
         return Err(format!(
-            "{what} {text:?} is not a whole number of {base_unit}"
+            "{what} {shown} is not a whole number of {base_unit}"
         ));
     }
     let total = integer_value * multiplier + fraction_scaled / fraction_scale;
@@ -994,7 +996,7 @@ impl PolicyToml {
                 name => {
                     return Err(located.at(
                         &default.span(),
-                        format!("unknown tier {name:?}: {TIER_EXPECTED}"),
+                        format!("unknown tier {}: {TIER_EXPECTED}", Shown(name)),
                     ));
                 }
             };
@@ -1048,7 +1050,7 @@ impl RuleToml {
         if !matches!(name, "full" | "sample" | "summary" | "drop") {
             return Err(located.at(
                 &tier.span(),
-                format!("unknown tier {name:?}: {TIER_EXPECTED}"),
+                format!("unknown tier {}: {TIER_EXPECTED}", Shown(name)),
             ));
         }
         // Parameters meant for another tier are refused rather than ignored: they show

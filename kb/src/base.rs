@@ -310,7 +310,7 @@ impl KnowledgeBase {
     ///
     /// # Errors
     ///
-    /// [`Error::View`].
+    /// [`Error::InvalidKey`]; [`Error::View`].
     pub fn get(&self, key: &str) -> Result<Option<Fact>> {
         self.view.get(key)
     }
@@ -319,7 +319,7 @@ impl KnowledgeBase {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownVersion`], [`Error::View`].
+    /// [`Error::InvalidKey`], [`Error::UnknownVersion`], [`Error::View`].
     pub fn get_as_of(&self, key: &str, at: AsOf) -> Result<Option<Fact>> {
         self.view.get_as_of(key, at)
     }
@@ -328,7 +328,7 @@ impl KnowledgeBase {
     ///
     /// # Errors
     ///
-    /// [`Error::View`].
+    /// [`Error::InvalidKey`]; [`Error::View`].
     pub fn history(&self, key: &str) -> Result<Vec<(Version, Option<Fact>)>> {
         self.view.history(key)
     }

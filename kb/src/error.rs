@@ -102,7 +102,11 @@ impl fmt::Display for Error {
                 "confidence: {confidence} is not a number between 0 and 1; nothing was committed"
             ),
             Error::InvalidKey { key, reason } => {
-                write!(f, "key: {key:?} is not a valid key: {reason}")
+                write!(
+                    f,
+                    "key: {} is not a valid key: {reason}",
+                    blackbox_log::Shown(key)
+                )
             }
             Error::InvalidJson { field, reason } => write!(f, "{field}: {reason}"),
             Error::UnknownVersion { version, latest: 0 } => write!(
@@ -113,7 +117,11 @@ impl fmt::Display for Error {
                 f,
                 "version: {version} is not a knowledge-base version (versions run from 1 to {latest})"
             ),
-            Error::NotFound { key } => write!(f, "not found: the key {key:?} has no fact"),
+            Error::NotFound { key } => write!(
+                f,
+                "not found: the key {} has no fact",
+                blackbox_log::Shown(key)
+            ),
             Error::BadRecord { seq, reason } => {
                 write!(f, "knowledge-base record at seq {seq}: {reason}")
             }

@@ -392,8 +392,10 @@ impl View {
     ///
     /// # Errors
     ///
-    /// [`Error::View`].
+    /// [`Error::InvalidKey`] for a key no fact can have (the store refuses keys over
+    /// 64 KiB outright); [`Error::View`].
     pub fn get(&self, key: &str) -> Result<Option<Fact>> {
+        crate::validate_key(key)?;
         match self.facts.get(key.as_bytes()).map_err(self.err("read"))? {
             Some(bytes) => self.decode("fact", &bytes),
             None => Ok(None),
@@ -416,8 +418,9 @@ impl View {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownVersion`]; [`Error::View`].
+    /// [`Error::InvalidKey`]; [`Error::UnknownVersion`]; [`Error::View`].
     pub fn get_as_of(&self, key: &str, at: AsOf) -> Result<Option<Fact>> {
+        crate::validate_key(key)?;
         let version = self.resolve(at)?;
         self.fact_at(key.as_bytes(), version)
     }
@@ -427,8 +430,9 @@ impl View {
     ///
     /// # Errors
     ///
-    /// [`Error::View`].
+    /// [`Error::InvalidKey`]; [`Error::View`].
     pub fn history(&self, key: &str) -> Result<Vec<(Version, Option<Fact>)>> {
+        crate::validate_key(key)?;
         let mut prefix = key.as_bytes().to_vec();
         prefix.push(0);
         let mut out = Vec::new();

@@ -312,7 +312,8 @@ impl fmt::Display for Error {
             }
             Error::InvalidDigest { input } => write!(
                 f,
-                "invalid digest {input:?}: expected SEQ:HASH with a decimal seq and 64 hex digits"
+                "invalid digest {}: expected SEQ:HASH with a decimal seq and 64 hex digits",
+                crate::Shown(input)
             ),
             Error::LockLost { lock, reason } => write!(
                 f,

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use blackbox_log::Shown;
+
 /// A specialized `Result` for replay.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -120,17 +122,20 @@ impl fmt::Display for Error {
                 "record at seq {seq} (type {record_type}) cannot be decoded: {reason}"
             ),
             Error::InvalidTime { input, reason } => {
-                write!(f, "invalid time {input:?}: {reason}")
+                write!(f, "invalid time {}: {reason}", Shown(input))
             }
             Error::InvalidDuration { input, reason } => {
-                write!(f, "invalid duration {input:?}: {reason}")
+                write!(f, "invalid duration {}: {reason}", Shown(input))
             }
-            Error::InvalidSize { input, reason } => write!(f, "invalid size {input:?}: {reason}"),
+            Error::InvalidSize { input, reason } => {
+                write!(f, "invalid size {}: {reason}", Shown(input))
+            }
             // The policy's message names the glob already.
             Error::InvalidGlob { reason, .. } => f.write_str(reason),
             Error::InvalidRecordType { input } => write!(
                 f,
-                "unknown record type {input:?}: expected event, summary, accounting, checkpoint, working, kb, incident, dictionary or recovery"
+                "unknown record type {}: expected event, summary, accounting, checkpoint, working, kb, incident, dictionary or recovery",
+                Shown(input)
             ),
             Error::InvalidKey { path, reason } => {
                 write!(f, "invalid key file {}: {reason}", path.display())

@@ -81,8 +81,10 @@ pub struct ExportManifest {
     /// The log's digest when the export started; the export reads no record past it,
     /// so the digest proves the prefix every row came from.
     pub log_digest: Option<Digest>,
-    /// Whether every record was checked against the hash chain (false only for a keyed
-    /// log read without its key).
+    /// Whether every exported row was checked against the hash chain, with the key on a
+    /// keyed log (false only for a keyed log read without its key); `rows_chain_checked`
+    /// in the JSON. It says nothing of the log outside the rows: a salvage's losses,
+    /// where the chain is broken, are in [`lost`](Self::lost).
     pub chain_verified: bool,
     /// When the export ran (ns since the epoch).
     pub created_ns: u64,
@@ -174,7 +176,7 @@ impl ExportManifest {
             "log": {
                 "dir": self.log_dir.display().to_string(),
                 "digest": self.log_digest.map(|d| d.to_string()),
-                "chain_verified": self.chain_verified,
+                "rows_chain_checked": self.chain_verified,
             },
             "query": {
                 "since": self.since_ns.map(format_time),

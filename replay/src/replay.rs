@@ -19,8 +19,9 @@ use crate::query::{Order, Query};
 /// Interned names resolve even when the range starts mid-log: the read starts at the
 /// last segment at or before the range's start that opens with the dictionary (every
 /// segment the recorder starts does) and folds the dictionary records on the way.
-/// Every block read passes its frame checksums and its chain link (unless the log is
-/// keyed and the query has no key). The first error ends the iteration.
+/// The whole log's structure (every segment's header and footer, and their continuity)
+/// is checked at open; every block read passes its frame checksums and its chain link
+/// (unless the log is keyed and the query has no key). The first error ends the iteration.
 #[derive(Debug)]
 pub struct Replay {
     scan: Scan,
@@ -55,8 +56,9 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// [`Error::NoSuchDir`](crate::Error::NoSuchDir), not a log, a wrong key, damage met
-    /// while locating the range's start (or, with [`Order::Happened`], anywhere in the
+    /// [`Error::NoSuchDir`](crate::Error::NoSuchDir), not a log, a wrong key, damage to
+    /// the log's structure anywhere (a missing segment, a segment from another log: see
+    /// `LogReader::structure`), damage met while locating the range's start (or, with [`Order::Happened`], anywhere in the
     /// range), I/O.
     pub fn open(dir: impl AsRef<Path>, query: &Query) -> Result<Replay> {
         let dir = dir.as_ref();
@@ -181,6 +183,9 @@ impl Scan {
                 key: query.key.clone(),
             },
         )?;
+        // A segment from another log, a missing or truncated one anywhere: refused
+        // before a range read can skip past it or return another log's records.
+        reader.structure()?;
         let mut scan = Scan {
             records: None,
             decoder: Decoder::new(),

@@ -8,6 +8,8 @@ use blackbox::log::{Loss, LostSeqs, ReaderOptions, Salvaged as LogSalvaged};
 use blackbox::{LogReader, Seq};
 use serde_json::{Value, json};
 
+use blackbox::codec;
+
 use crate::decode::{Decoder, Record, RecordType};
 use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
@@ -38,6 +40,8 @@ pub struct Salvage {
     decoder: Decoder,
     query: Query,
     chain_verified: bool,
+    /// The seq after the last record read (the read's start before any).
+    next_seq: u64,
 }
 
 /// Reads the log in `dir` around its damage: every record whose block passes all its
@@ -45,7 +49,12 @@ pub struct Salvage {
 /// disk) and that `query` selects, in log order, with each stretch that was lost
 /// reported where it lies ([`Salvaged::Lost`]). Time bounds select by when records
 /// happened, over the query's seq range (the whole log without one): a salvage reads
-/// every segment, it does not seek by time.
+/// every segment, it does not seek by time. A salvage from a seq mid-log starts at the
+/// last segment at or before it that opens with the dictionary (as [`Replay`] does), so
+/// the names in use there resolve; losses before the query's seq range are not
+/// reported, and one that overlaps it is clipped to it.
+///
+/// [`Replay`]: crate::Replay
 ///
 /// # Errors
 ///
@@ -64,17 +73,42 @@ pub fn salvage(dir: impl AsRef<Path>, query: &Query) -> Result<Salvage> {
             key: query.key.clone(),
         },
     )?;
-    let lo = Seq(query.from_seq.unwrap_or(0));
+    let lo = match query.from_seq {
+        Some(from) => dictionary_start(&reader, from)?,
+        None => 0,
+    };
     let inner = match query.to_seq {
-        Some(hi) => reader.salvage(lo..=Seq(hi))?,
-        None => reader.salvage(lo..)?,
+        Some(hi) => reader.salvage(Seq(lo)..=Seq(hi))?,
+        None => reader.salvage(Seq(lo)..)?,
     };
     Ok(Salvage {
         inner,
         decoder: Decoder::new(),
         query: query.clone(),
         chain_verified: reader.chain_verified(),
+        next_seq: lo,
     })
+}
+
+/// The first seq of the last segment at or before the one named to hold `from` whose
+/// first intact record is a dictionary record (every segment the recorder starts opens
+/// with one), or of the first segment: a salvage from there learns every name in use
+/// at `from`. A segment whose first record is lost is passed over.
+fn dictionary_start(reader: &LogReader, from: u64) -> Result<u64> {
+    let segments = blackbox_log::list_segments(reader.dir())?;
+    let holding = segments
+        .partition_point(|s| s.first_seq <= from)
+        .saturating_sub(1);
+    for segment in segments.iter().take(holding + 1).skip(1).rev() {
+        let first = Seq(segment.first_seq);
+        let opens_with_dictionary = reader.salvage(first..=first)?.any(|item| {
+            matches!(item, LogSalvaged::Record(r) if r.seq() == first && r.record_type() == codec::DICTIONARY)
+        });
+        if opens_with_dictionary {
+            return Ok(first.0);
+        }
+    }
+    Ok(segments.first().map_or(0, |s| s.first_seq))
 }
 
 impl Salvage {
@@ -82,6 +116,29 @@ impl Salvage {
     /// read without its key).
     pub fn chain_verified(&self) -> bool {
         self.chain_verified
+    }
+
+    /// `loss` clipped to the query's seq range, or `None` when it lies before the
+    /// range (read only to learn the names in use): the rule the log's salvage applies
+    /// to the range it is given.
+    fn in_range(&self, mut loss: Loss) -> Option<Loss> {
+        let Some(from) = self.query.from_seq else {
+            return Some(loss);
+        };
+        match &mut loss.seqs {
+            LostSeqs::None => (self.next_seq >= from).then_some(loss),
+            LostSeqs::Exact { first, last } => {
+                if *last < from {
+                    return None;
+                }
+                *first = (*first).max(from);
+                Some(loss)
+            }
+            LostSeqs::From { first, .. } => {
+                *first = (*first).max(from);
+                Some(loss)
+            }
+        }
     }
 }
 
@@ -91,16 +148,25 @@ impl Iterator for Salvage {
     fn next(&mut self) -> Option<Salvaged> {
         loop {
             let raw = match self.inner.next()? {
-                LogSalvaged::Lost(loss) => return Some(Salvaged::Lost(loss)),
+                LogSalvaged::Lost(loss) => match self.in_range(loss) {
+                    Some(loss) => return Some(Salvaged::Lost(loss)),
+                    None => continue,
+                },
                 LogSalvaged::Record(raw) => raw,
             };
             let seq = raw.seq().0;
+            self.next_seq = seq.saturating_add(1);
             let selected = self.query.from_seq.is_none_or(|f| seq >= f)
                 && self
                     .query
                     .type_selected(RecordType::from_tag(raw.record_type()));
             if !selected {
-                if let Err(e) = self.decoder.learn(&raw) {
+                // A record before the range is read only for its names: if they do not
+                // decode, the records in the range that use them say so.
+                let before_range = self.query.from_seq.is_some_and(|f| seq < f);
+                if let Err(e) = self.decoder.learn(&raw)
+                    && !before_range
+                {
                     return Some(Salvaged::Undecodable {
                         seq,
                         reason: e.to_string(),

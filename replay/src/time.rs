@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 /// # Errors
 ///
 /// [`Error::InvalidTime`] naming the text and why: none of these forms (a date without
-/// a time or an offset is ambiguous and refused), before the epoch, or past what 64-bit
-/// nanoseconds hold (the year 2554).
+/// a time or an offset is ambiguous and refused), before the epoch, or past the last
+/// time 64-bit nanoseconds since the epoch hold (2554-07-21T23:34:33.709551615Z).
 ///
 /// ```
 /// use blackbox_replay::parse_time;
@@ -62,15 +62,32 @@ pub fn parse_time_at(text: &str, now_ns: u64) -> Result<u64> {
             )
         });
     }
+    let past_the_last = || {
+        invalid(format!(
+            "it is past the last time nanoseconds since the epoch can hold ({})",
+            format_time(u64::MAX)
+        ))
+    };
     // jiff's own message names its parser's steps: the reason given is ours.
-    let ts: Timestamp = trimmed
-        .parse()
-        .map_err(|_: jiff::Error| invalid(format!("it is not a valid time: {EXPECTED}")))?;
+    let ts: Timestamp = trimmed.parse().map_err(|_: jiff::Error| {
+        // A well-formed time outside jiff's range (up to 9999-12-30) is still a time:
+        // say which side of the range it is on.
+        match jiff::fmt::temporal::Pieces::parse(trimmed) {
+            Ok(pieces) if pieces.time().is_some() && pieces.offset().is_some() => {
+                if pieces.date().year() >= 1970 {
+                    past_the_last()
+                } else {
+                    invalid("it is before the Unix epoch".to_owned())
+                }
+            }
+            _ => invalid(format!("it is not a valid time: {EXPECTED}")),
+        }
+    })?;
     let ns = ts.as_nanosecond();
     if ns < 0 {
         return Err(invalid("it is before the Unix epoch".to_owned()));
     }
-    u64::try_from(ns).map_err(|_| invalid("it is after 2554, past 64-bit nanoseconds".to_owned()))
+    u64::try_from(ns).map_err(|_| past_the_last())
 }
 
 /// The system clock, in ns since the epoch (0 before the epoch).

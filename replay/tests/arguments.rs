@@ -253,6 +253,35 @@ fn times_relative_to_now_select_a_recent_log() {
 }
 
 #[test]
+fn state_and_kb_get_take_relative_times() {
+    // `state --at -5s` and `kb get --at -5s` were refused as "unknown option -5".
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    small_log(&dir, 3);
+    let d = s(&dir);
+    ok(&blackbox(&[
+        "kb",
+        "put",
+        "door",
+        "\"open\"",
+        "--evidence",
+        "1",
+        "--dir",
+        d,
+    ]));
+    // An hour ago the log did not exist yet; `-0s` is now, after every record.
+    let then = &all_json(&["state", "--dir", d, "--at", "-1h", "--json"])[0];
+    assert_eq!(then["kb_version"], 0, "{then}");
+    let now = &all_json(&["state", "--dir", d, "--at", "-0s", "--json"])[0];
+    assert_eq!(now["kb_version"], 1, "{now}");
+    assert_eq!(now["kb"]["door"]["value"], "open", "{now}");
+    let fact = &all_json(&["kb", "get", "door", "--dir", d, "--at", "-0s", "--json"])[0];
+    assert_eq!(fact["value"], "open", "{fact}");
+    let err = fails(&blackbox(&["kb", "get", "door", "--dir", d, "--at", "-1h"]));
+    assert!(err.contains("not found"), "{err}");
+}
+
+#[test]
 fn around_a_seq_or_an_incident_selects_a_window() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("demo");

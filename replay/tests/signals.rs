@@ -61,11 +61,23 @@ fn stopped_by(signal: &str) {
         .status()
         .unwrap();
     assert!(sent.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
     let out = child.wait_with_output().unwrap();
     drop(stdin);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted: closed log"), "{stderr}");
+    // The summary line, with the counts so far, as the end of input prints it: this
+    // once went missing after a signal.
+    let summary: Value = serde_json::from_str(rest.trim())
+        .unwrap_or_else(|e| panic!("one summary line ({e}): {rest:?}"));
+    assert_eq!(summary["lines"], 152, "{summary}");
+    assert_eq!(summary["events"], 150, "{summary}");
+    assert_eq!(summary["ops"], 2, "{summary}");
+    assert_eq!(summary["kinds"]["action.step"]["seen"], 100, "{summary}");
+    assert_eq!(summary["kinds"]["action.more"]["kept"], 50, "{summary}");
+    assert!(summary["last_seq"].as_u64().unwrap() >= 151, "{summary}");
 
     // The close wrote the accounting of every event.
     let stats: Value =

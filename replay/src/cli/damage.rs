@@ -1,11 +1,15 @@
 //! Damaged logs, as every subcommand reports them: where the damage is, what was lost
 //! (from a salvage of the log), and commands that read what is left, each checked to
-//! work before it is advised.
+//! work before it is advised. With `--key-file`, the salvage checks the chain with the
+//! key, and every advised command carries `--key-file` (a keyless salvage of a keyed
+//! log would return forged records a keyed one refuses).
 
 use std::path::Path;
 
 use blackbox_replay::{Query, Replay, Salvaged, loses_records, loss_json};
 use serde_json::{Value, json};
+
+use super::given_key;
 
 /// What a salvage of the log in `dir` finds: the last intact seq before the first
 /// loss, and every loss.
@@ -22,7 +26,9 @@ fn survey(dir: &Path) -> Option<Survey> {
         salvaged: 0,
     };
     let mut last = None;
-    let q = Query::new().types(blackbox_replay::RecordType::ALL);
+    let q = Query::new()
+        .types(blackbox_replay::RecordType::ALL)
+        .key(given_key().map(|(_, key)| key.clone()));
     for item in blackbox_replay::salvage(dir, &q).ok()? {
         match item {
             Salvaged::Record(r) => {
@@ -46,20 +52,29 @@ fn survey(dir: &Path) -> Option<Survey> {
 
 /// The commands that read what a damaged log still holds, each tried first: the
 /// records before the damage (`replay --to-seq`, if that read succeeds), and every
-/// intact record (`replay --salvage`).
+/// intact record (`replay --salvage`); each with the run's `--key-file`, if it was
+/// given one.
 pub fn advice_commands(dir: &Path) -> Vec<String> {
     let d = shell_word(&dir.display().to_string());
+    let key = given_key();
+    let key_arg = key.map_or(String::new(), |(path, _)| {
+        format!(" --key-file {}", shell_word(&path.display().to_string()))
+    });
     let mut commands = Vec::new();
     if let Some(survey) = survey(dir)
         && let Some(last) = survey.before_first_loss
     {
-        let q = Query::new().to_seq(last);
+        let q = Query::new()
+            .to_seq(last)
+            .key(key.map(|(_, key)| key.clone()));
         let works = Replay::open(dir, &q).is_ok_and(|r| r.into_iter().all(|r| r.is_ok()));
         if works {
-            commands.push(format!("blackbox replay --dir {d} --to-seq {last}"));
+            commands.push(format!(
+                "blackbox replay --dir {d} --to-seq {last}{key_arg}"
+            ));
         }
     }
-    commands.push(format!("blackbox replay --dir {d} --salvage"));
+    commands.push(format!("blackbox replay --dir {d} --salvage{key_arg}"));
     commands
 }
 

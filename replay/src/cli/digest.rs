@@ -1,4 +1,5 @@
-//! `blackbox digest`: `SEQ:HASH` of the last record.
+//! `blackbox digest`: `SEQ:HASH` of the last record. It checks the log's structure and
+//! reads the last segment, not every record: `verify` proves the content.
 
 use std::io::{self, Write};
 
@@ -45,6 +46,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         )?;
     } else {
         line(&mut out, digest)?;
+        // Said in text mode only: with --json, stdout is the whole answer.
+        let _ = writeln!(
+            io::stderr().lock(),
+            "blackbox: (structure checked; run `blackbox verify --dir {}` to check every record)",
+            dir.display()
+        );
     }
     out.flush().map_err(super::stdout_error)
 }

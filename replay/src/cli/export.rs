@@ -178,9 +178,11 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
         (Some(a), Some(b)) => format!(" (seq {a}..={b})"),
         _ => String::new(),
     };
-    let digest = m
-        .log_digest
-        .map_or_else(|| "none (empty log)".to_owned(), |d| d.to_string());
+    let digest = match m.log_digest {
+        Some(d) => d.to_string(),
+        None if m.salvage => "none (a salvaged log proves no prefix)".to_owned(),
+        None => "none (empty log)".to_owned(),
+    };
     let to = if to_stdout {
         "stdout (no manifest file)".to_owned()
     } else {

@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use blackbox_log::Shown;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
@@ -17,9 +18,23 @@ use serde_json::{Map, Number, Value};
 /// A sentence that says what is wrong and where (the column), never the parser's own
 /// words.
 pub fn parse_strict(text: &str) -> Result<Value, String> {
+    parse_strict_why(text).map_err(|(why, _)| why)
+}
+
+/// [`parse_strict`], and with its error whether the text is not JSON at all (a syntax
+/// error or an early end: a bare word, say), rather than JSON refused (a key twice).
+///
+/// # Errors
+///
+/// As [`parse_strict`].
+pub fn parse_strict_why(text: &str) -> Result<Value, (String, bool)> {
+    use serde_json::error::Category;
     serde_json::from_str::<Strict>(text)
         .map(|s| s.0)
-        .map_err(|e| json_error(&e))
+        .map_err(|e| {
+            let not_json = matches!(e.classify(), Category::Syntax | Category::Eof);
+            (json_error(&e), not_json)
+        })
 }
 
 /// A JSON parse error in words: where it is, not what the parser was doing.
@@ -108,7 +123,8 @@ impl<'de> Visitor<'de> for StrictVisitor {
         while let Some(key) = map.next_key::<String>()? {
             if out.contains_key(&key) {
                 return Err(de::Error::custom(format!(
-                    "the key {key:?} appears twice in one object"
+                    "the key {} appears twice in one object",
+                    Shown(&key)
                 )));
             }
             let Strict(v) = map.next_value()?;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use blackbox::kb::{AsOf, Conditions, Fact, Outcome, Provenance, Version};
 use blackbox::{Config, LogOptions, Recorder, Seq};
+use blackbox_log::Shown;
 use blackbox_replay::{TempView, fact_json, format_time, kb_view};
 use serde_json::{Value, json};
 
@@ -112,8 +113,14 @@ enum KbCommand {
         /// The version to read as of.
         #[arg(long, value_name = "VERSION", conflicts_with = "at")]
         as_of: Option<Version>,
-        /// The time to read as of: RFC 3339 or integer ns.
-        #[arg(long, value_name = "T", value_parser = time_arg)]
+        /// The time to read as of: RFC 3339, integer ns since the epoch, `now`, or a
+        /// duration before now (`-5m`).
+        #[arg(
+            long,
+            value_name = "T",
+            value_parser = time_arg,
+            allow_hyphen_values = true
+        )]
         at: Option<u64>,
         /// A context as a JSON object: the fact is printed only if its conditions hold
         /// there.
@@ -278,7 +285,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 && !fact.holds_in(context)
             {
                 return Err(CliError::new(format!(
-                    "not found: the fact of {key:?} holds only where {} (not in the context given)",
+                    "not found: the fact of {} holds only where {} (not in the context given)",
+                    Shown(&key),
                     Value::from(
                         fact.conditions
                             .clone()
@@ -306,6 +314,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 let commit = view.commit(version)?;
                 let time = commit.as_ref().map(|c| c.time_ns);
                 let outcome = commit.as_ref().map(|c| c.record.outcome.name());
+                // What the commit did (a refutation names the value it refuted), then
+                // the key's state after it: the outcome alone beside the held value
+                // read as if that value had been rejected.
+                let op = commit.as_ref().map(|c| c.record.op.to_string());
                 if common.json {
                     line(
                         &mut out,
@@ -313,6 +325,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                             "version": version,
                             "time": time.map(format_time),
                             "time_ns": time,
+                            "op": op,
                             "outcome": outcome,
                             "fact": fact.as_ref().map(fact_json),
                         }),
@@ -324,9 +337,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
                     line(
                         &mut out,
                         format!(
-                            "v{version}  {}  {:<12} {state}",
+                            "v{version}  {}  {}: {}; then {state}",
                             time.map(format_time).unwrap_or_default(),
-                            outcome.unwrap_or("")
+                            op.as_deref().unwrap_or("?"),
+                            outcome.unwrap_or("?")
                         ),
                     )?;
                 }
@@ -452,14 +466,18 @@ fn provenance(why: &Why) -> Provenance {
 }
 
 fn not_found(key: &str) -> CliError {
-    CliError::new(format!("not found: the key {key:?} has no fact"))
+    CliError::new(format!("not found: the key {} has no fact", Shown(key)))
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
-    super::json_input::parse_strict(text).map_err(|why| {
-        CliError::new(format!(
-            "{what}: {why}: quote strings as JSON, e.g. '\"left\"'"
-        ))
+    super::json_input::parse_strict_why(text).map_err(|(why, not_json)| {
+        // The hint is for text that is not JSON (a bare word); a repeated key is not
+        // about quoting.
+        CliError::new(if not_json {
+            format!("{what}: {why}: quote strings as JSON, e.g. '\"left\"'")
+        } else {
+            format!("{what}: {why}")
+        })
     })
 }
 

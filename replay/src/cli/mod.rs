@@ -9,7 +9,9 @@ use std::fmt;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
+use blackbox_log::Shown;
 use blackbox_replay::Error;
 use clap::{Parser, Subcommand};
 
@@ -44,6 +46,11 @@ enum Command {
     /// Check every checksum and the hash chain; exit 0 only if the log is intact.
     Verify(verify::Args),
     /// Print SEQ:HASH of the last record, to check the log against later.
+    ///
+    /// It checks the log's structure (every segment's header and footer, and that they
+    /// continue one another: a missing, foreign or truncated segment fails) and reads the
+    /// last segment in full; it does not read the records of the other segments, so
+    /// damage inside one of them passes. `blackbox verify` checks every record.
     Digest(digest::Args),
     /// Print the log's size, time span and per-kind totals.
     Stats(stats::Args),
@@ -153,19 +160,25 @@ fn usage_sentence(e: &clap::Error) -> String {
                 Some(s) => s.to_string(),
                 None => "it is not valid".to_owned(),
             };
-            format!("invalid value {value:?} for {arg}: {why}")
+            format!("invalid value {} for {arg}: {why}", Shown(&value))
         }
-        (ErrorKind::InvalidValue, Some(arg), Some(value)) => match ctx(ContextKind::ValidValue) {
-            Some(valid) if value.is_empty() => {
-                format!("{arg} needs a value: one of {valid}")
+        // An option that takes any text (a path) has no list of valid values.
+        (ErrorKind::InvalidValue, Some(arg), Some(value)) => {
+            match ctx(ContextKind::ValidValue).filter(|valid| !valid.is_empty()) {
+                Some(valid) if value.is_empty() => {
+                    format!("{arg} needs a value: one of {valid}")
+                }
+                Some(valid) => format!(
+                    "invalid value {} for {arg}: expected one of {valid}",
+                    Shown(&value)
+                ),
+                None if value.is_empty() => format!("{arg} needs a value"),
+                None => format!("invalid value {} for {arg}", Shown(&value)),
             }
-            Some(valid) => format!("invalid value {value:?} for {arg}: expected one of {valid}"),
-            None if value.is_empty() => format!("{arg} needs a value"),
-            None => format!("invalid value {value:?} for {arg}"),
-        },
+        }
         (ErrorKind::UnknownArgument, Some(arg), _) => format!("unknown option {arg}"),
         (ErrorKind::InvalidSubcommand, _, _) => match ctx(ContextKind::InvalidSubcommand) {
-            Some(name) => format!("unknown subcommand {name:?}"),
+            Some(name) => format!("unknown subcommand {}", Shown(&name)),
             None => "unknown subcommand".to_owned(),
         },
         (ErrorKind::ArgumentConflict, Some(arg), _) => match ctx(ContextKind::PriorArg) {
@@ -375,11 +388,28 @@ pub fn progress_bar(len: Option<u64>, message: String) -> indicatif::ProgressBar
     bar
 }
 
-/// Reads the key file, if one was given.
+/// The chain key file this run was given and its key, once read: a damage report is
+/// written far from where its subcommand read the key (often from an error alone), and
+/// both its survey of the log and every command it advises must use the key.
+static KEY_FILE: OnceLock<(PathBuf, blackbox::ChainKey)> = OnceLock::new();
+
+/// Reads the key file, if one was given, and keeps it for damage reports
+/// ([`given_key`]).
 pub fn key_from(path: Option<&Path>) -> Result<Option<blackbox::ChainKey>, CliError> {
-    path.map(blackbox_replay::read_key_file)
+    let key = path
+        .map(blackbox_replay::read_key_file)
         .transpose()
-        .map_err(CliError::from)
+        .map_err(CliError::from)?;
+    if let (Some(path), Some(key)) = (path, &key) {
+        // A run reads one key file: a second read of it finds it already kept.
+        let _ = KEY_FILE.set((path.to_owned(), key.clone()));
+    }
+    Ok(key)
+}
+
+/// The key file this run was given (`--key-file`) and its key, once read.
+pub fn given_key() -> Option<&'static (PathBuf, blackbox::ChainKey)> {
+    KEY_FILE.get()
 }
 
 /// Warns on stderr that a keyed log is read without its key.
@@ -479,5 +509,81 @@ pub fn human_bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every option of `cmd` and its subcommands, with the path of subcommands to it.
+    fn options(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Arg)>) {
+        for arg in cmd.get_arguments() {
+            out.push((path.to_owned(), arg.clone()));
+        }
+        for sub in cmd.get_subcommands() {
+            options(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    /// Whether `text` is accepted as the value of `arg` (its parser, and whether it
+    /// takes a value that starts with a hyphen), in `--x TEXT` form.
+    fn accepts(arg: &clap::Arg, text: &str) -> bool {
+        let alone = clap::Arg::new("x")
+            .long("x")
+            .value_parser(arg.get_value_parser().clone())
+            .allow_hyphen_values(arg.is_allow_hyphen_values_set());
+        clap::Command::new("t")
+            .arg(alone)
+            .try_get_matches_from(["t", "--x", text])
+            .is_ok()
+    }
+
+    /// Whether `arg` takes a time: an option whose parser accepts `now` and RFC 3339
+    /// and refuses words (a text option accepts anything).
+    fn takes_a_time(arg: &clap::Arg) -> bool {
+        !arg.is_positional()
+            && arg.get_action().takes_values()
+            && accepts(arg, "now")
+            && accepts(arg, "2026-11-30T12:00:00Z")
+            && !accepts(arg, "yesterday")
+    }
+
+    #[test]
+    fn every_option_that_takes_a_time_takes_a_relative_one() {
+        // `state --at -5s` and `kb get --at -5s` were refused ("unknown option -5"): the
+        // parser accepted relative times, but the option did not take a value that
+        // starts with a hyphen, and its help named only the absolute forms.
+        let cmd = Cli::command();
+        let mut all = Vec::new();
+        options(&cmd, "blackbox", &mut all);
+        let times: Vec<&(String, clap::Arg)> =
+            all.iter().filter(|(_, arg)| takes_a_time(arg)).collect();
+        let names: Vec<String> = times
+            .iter()
+            .map(|(path, arg)| format!("{path} --{}", arg.get_id()))
+            .collect();
+        // The oracle: the options the command documents as times.
+        for expected in [
+            "blackbox replay --since",
+            "blackbox replay --until",
+            "blackbox export --since",
+            "blackbox export --until",
+            "blackbox state --at",
+            "blackbox kb get --at",
+        ] {
+            assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
+        }
+        for (path, arg) in times {
+            let name = format!("{path} --{}", arg.get_id());
+            assert!(accepts(arg, "-5s"), "{name} refuses -5s");
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(
+                help.contains("now") && help.contains("-5m"),
+                "{name}'s help names every form of a time: {help:?}"
+            );
+        }
     }
 }

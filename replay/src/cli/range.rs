@@ -50,7 +50,8 @@ pub struct RangeArgs {
     /// epoch, `now`, or a duration before now (`-5m`).
     #[arg(long, value_name = "T", value_parser = time_arg, allow_hyphen_values = true)]
     pub since: Option<u64>,
-    /// Records that happened at or before this time (same forms as --since).
+    /// Records that happened at or before this time: RFC 3339, integer ns since the
+    /// epoch, `now`, or a duration before now (`-5m`).
     #[arg(long, value_name = "T", value_parser = time_arg, allow_hyphen_values = true)]
     pub until: Option<u64>,
     /// The range around a record: its seq, `incident` (the last incident's trigger) or
@@ -125,7 +126,10 @@ impl RangeArgs {
                 let index = if n > 0 {
                     usize::try_from(n - 1).ok()
                 } else {
-                    usize::try_from(-n).ok().and_then(|k| count.checked_sub(k))
+                    // -i64::MIN does not exist: no log holds that many incidents.
+                    n.checked_neg()
+                        .and_then(|k| usize::try_from(k).ok())
+                        .and_then(|k| count.checked_sub(k))
                 };
                 let Some(i) = index.and_then(|i| incidents.get(i)) else {
                     let which = match n {

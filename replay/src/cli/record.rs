@@ -16,11 +16,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use blackbox::policy::Policy;
 use blackbox::{Config, Counters, Durability, Event, LogOptions, Recorder};
+use blackbox_log::Shown;
 use serde_json::{Map, Value, json};
 
 use super::{CliError, DirArg, key_from, size_arg};
@@ -100,17 +101,27 @@ enum Line {
     Sync,
 }
 
-/// What one run did.
+/// What one run did, counted as it goes (the signal handler reads it from its thread).
 #[derive(Debug, Default)]
 struct Tally {
-    lines: u64,
-    events: u64,
-    ops: u64,
-    skipped: u64,
+    lines: AtomicU64,
+    events: AtomicU64,
+    ops: AtomicU64,
+    skipped: AtomicU64,
     /// Knowledge-base operations refused (answered with an error; recording went on).
-    refused: u64,
+    refused: AtomicU64,
     /// The seq each event line sent with `"ack": true` got, by line number.
-    acked: HashMap<u64, u64>,
+    acked: Mutex<HashMap<u64, u64>>,
+}
+
+/// The seqs of acknowledged lines (only the thread reading lines uses them).
+fn acked(tally: &Tally) -> std::sync::MutexGuard<'_, HashMap<u64, u64>> {
+    tally.acked.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One more.
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Runs `blackbox record`.
@@ -146,13 +157,21 @@ pub fn run(args: Args) -> Result<(), CliError> {
             r["detail"].as_str().unwrap_or("")
         );
     }
+    let baseline = Arc::new(recorder.stats()?);
+    let tally = Arc::new(Tally::default());
     // A supervisor's SIGTERM or a Ctrl-C closes the log as the end of input would (open
-    // summary windows, a last accounting record, a checkpoint, fsync), then exits 130.
+    // summary windows, a last accounting record, a checkpoint, fsync), prints the
+    // summary with the counts so far, then exits 130.
     let on_signal = Arc::clone(&recorder);
+    let (base, counted, torn) = (Arc::clone(&baseline), Arc::clone(&tally), recovered.clone());
     let dir = args.dir.dir.clone();
     let _ = ctrlc::set_handler(move || {
         SIGNALED.store(true, Ordering::SeqCst);
+        let totals = on_signal.stats();
         let last = on_signal.close();
+        if let (Ok(totals), Ok(last_seq)) = (&totals, &last) {
+            let _ = print_summary(*last_seq, &counted, &base, totals, torn.clone());
+        }
         let mut err = io::stderr().lock();
         let _ = match last {
             Ok(seq) => writeln!(
@@ -168,7 +187,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         };
         std::process::exit(130);
     });
-    let result = record_all(&recorder, &args, recovered);
+    let result = record_all(&recorder, &args, &baseline, &tally, recovered);
     if SIGNALED.load(Ordering::SeqCst) {
         // The signal handler is closing the log and ends the process when it is done:
         // returning now would cut its close short.
@@ -198,28 +217,50 @@ fn recovered_json(recovery: &blackbox::Recovery) -> Option<Value> {
     }))
 }
 
-fn record_all(recorder: &Recorder, args: &Args, recovered: Option<Value>) -> Result<(), CliError> {
-    let baseline = recorder.stats()?;
-    let mut tally = Tally::default();
-    let outcome = feed(recorder, args, &mut tally);
+fn record_all(
+    recorder: &Recorder,
+    args: &Args,
+    baseline: &BTreeMap<String, Counters>,
+    tally: &Tally,
+    recovered: Option<Value>,
+) -> Result<(), CliError> {
+    let outcome = feed(recorder, args, tally);
     // Whatever happened, close: the records before a bad line stay, synced.
     let totals = recorder.stats();
     let closed = recorder.close();
     outcome?;
     let totals = totals?;
     let last_seq = closed?;
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+    print_summary(last_seq, tally, baseline, &totals, recovered)
+}
+
+/// Set by whichever prints the summary first: the end of input or the signal handler.
+static SUMMARY_PRINTED: AtomicBool = AtomicBool::new(false);
+
+/// Prints the run's summary line on stdout, once.
+fn print_summary(
+    last_seq: Option<blackbox::Seq>,
+    tally: &Tally,
+    baseline: &BTreeMap<String, Counters>,
+    totals: &BTreeMap<String, Counters>,
+    recovered: Option<Value>,
+) -> Result<(), CliError> {
+    if SUMMARY_PRINTED.swap(true, Ordering::SeqCst) {
+        return Ok(());
+    }
+    let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let summary = json!({
         "last_seq": last_seq.map(|s| s.0),
-        "lines": tally.lines,
-        "events": tally.events,
-        "ops": tally.ops,
-        "skipped": tally.skipped,
-        "refused": tally.refused,
-        "kinds": run_counters(&baseline, &totals),
+        "lines": count(&tally.lines),
+        "events": count(&tally.events),
+        "ops": count(&tally.ops),
+        "skipped": count(&tally.skipped),
+        "refused": count(&tally.refused),
+        "kinds": run_counters(baseline, totals),
         "recovered": recovered,
     });
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
     writeln!(out, "{summary}")
         .and_then(|()| out.flush())
         .map_err(super::stdout_error)
@@ -263,7 +304,7 @@ fn run_counters(
 }
 
 /// Reads stdin to its end, recording every line.
-fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliError> {
+fn feed(recorder: &Recorder, args: &Args, tally: &Tally) -> Result<(), CliError> {
     let stdin = io::stdin();
     let mut input = stdin.lock();
     let stdout = io::stdout();
@@ -279,7 +320,7 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
             LineRead::TooLong => true,
         };
         number += 1;
-        tally.lines += 1;
+        bump(&tally.lines);
         let outcome = match std::str::from_utf8(&buf) {
             _ if too_long => Err(format!(
                 "it is longer than {} MiB, more than any record the log takes",
@@ -308,7 +349,7 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
             }
             if asks == Reply::Kb {
                 // A knowledge-base operation refused never stops the recording.
-                tally.refused += 1;
+                bump(&tally.refused);
                 let _ = writeln!(
                     io::stderr().lock(),
                     "blackbox: line {number} refused: {reason}"
@@ -321,7 +362,7 @@ fn feed(recorder: &Recorder, args: &Args, tally: &mut Tally) -> Result<(), CliEr
                     skip_line(&mut input)
                         .map_err(|e| CliError::new(format!("cannot read stdin: {e}")))?;
                 }
-                tally.skipped += 1;
+                bump(&tally.skipped);
                 let _ = writeln!(
                     io::stderr().lock(),
                     "blackbox: line {number} skipped: {reason}"
@@ -373,12 +414,12 @@ fn apply(
     line: Line,
     number: u64,
     stdout: &io::Stdout,
-    tally: &mut Tally,
+    tally: &Tally,
 ) -> Result<Result<(), String>, CliError> {
     match line {
-        Line::Kb(op) => match super::record_kb::apply(recorder, op, number, &tally.acked)? {
+        Line::Kb(op) => match super::record_kb::apply(recorder, op, number, &acked(tally))? {
             Ok(ack) => {
-                tally.ops += 1;
+                bump(&tally.ops);
                 reply(stdout, &ack)?;
                 Ok(Ok(()))
             }
@@ -411,9 +452,9 @@ fn apply(
             };
             match recorded {
                 Ok(seq) => {
-                    tally.events += 1;
+                    bump(&tally.events);
                     if let Some(seq) = seq {
-                        tally.acked.insert(number, seq);
+                        acked(tally).insert(number, seq);
                         reply(stdout, &json!({"line": number, "seq": seq}))?;
                     }
                     Ok(Ok(()))
@@ -430,7 +471,7 @@ fn apply(
         }
         Line::Set { key, value } => match recorder.working().set(key, value) {
             Ok(_) => {
-                tally.ops += 1;
+                bump(&tally.ops);
                 Ok(Ok(()))
             }
             Err(e @ blackbox::Error::WorkingMemoryTooLarge { .. }) => Ok(Err(e.to_string())),
@@ -438,12 +479,12 @@ fn apply(
         },
         Line::Del { key } => {
             recorder.working().remove(&key);
-            tally.ops += 1;
+            bump(&tally.ops);
             Ok(Ok(()))
         }
         Line::Checkpoint => match recorder.checkpoint() {
             Ok(_) => {
-                tally.ops += 1;
+                bump(&tally.ops);
                 Ok(Ok(()))
             }
             Err(e @ blackbox::Error::CheckpointTooLarge { .. }) => Ok(Err(e.to_string())),
@@ -451,11 +492,23 @@ fn apply(
         },
         Line::Sync => {
             let seq = recorder.sync()?;
-            tally.ops += 1;
+            bump(&tally.ops);
             let mut out = stdout.lock();
+            // A closed stdout is not the quiet end of `| head` here: the feeder waits
+            // for acknowledgements, and the lines after this one would go unrecorded
+            // without a word.
             writeln!(out, "{}", json!({ "synced": seq.map(|s| s.0) }))
                 .and_then(|()| out.flush())
-                .map_err(super::stdout_error)?;
+                .map_err(|e| {
+                    let why = if e.kind() == io::ErrorKind::BrokenPipe {
+                        "stdout was closed".to_owned()
+                    } else {
+                        e.to_string()
+                    };
+                    CliError::new(format!(
+                        "line {number}: cannot write its acknowledgement ({why}): stopped recording; line {number} was the last recorded (the log is closed, every line up to it synced): keep reading the output of `blackbox record` until it exits"
+                    ))
+                })?;
             Ok(Ok(()))
         }
     }
@@ -491,13 +544,17 @@ fn parse_line(text: &str) -> Result<Line, String> {
             "sync" => Line::Sync,
             other => {
                 return Err(format!(
-                    "unknown op {other:?}: expected set, del, checkpoint, sync, {}",
+                    "unknown op {}: expected set, del, checkpoint, sync, {}",
+                    Shown(other),
                     super::record_kb::OPS.join(", ")
                 ));
             }
         };
         if let Some(field) = obj.keys().next() {
-            return Err(format!("unknown field {field:?} in {{\"op\": {op:?}}}"));
+            return Err(format!(
+                "unknown field {} in {{\"op\": {op:?}}}",
+                Shown(field)
+            ));
         }
         return Ok(line);
     }
@@ -516,7 +573,7 @@ fn parse_line(text: &str) -> Result<Line, String> {
             for (name, v) in map {
                 let x = v
                     .as_f64()
-                    .ok_or_else(|| format!("value {name:?} is not a number"))?;
+                    .ok_or_else(|| format!("value {} is not a number", Shown(&name)))?;
                 values.push((name, x));
             }
         }
@@ -548,7 +605,8 @@ fn parse_line(text: &str) -> Result<Line, String> {
     };
     if let Some(field) = obj.keys().next() {
         return Err(format!(
-            "unknown field {field:?}: an event has kind, payload, values, source, event_time and ack"
+            "unknown field {}: an event has kind, payload, values, source, event_time and ack",
+            Shown(field)
         ));
     }
     Ok(Line::Event {

@@ -83,8 +83,10 @@ pub fn query(
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
     let key = key_from(args.key_file.as_deref())?;
+    // Damage is reported as every reader reports it: with --json, one object on stdout.
+    let damaged = |e| super::damage::fail(dir, args.json, e);
     if !args.salvage {
-        blackbox_replay::open_log_dir(dir)?;
+        blackbox_replay::open_log_dir(dir).map_err(damaged)?;
     }
     let (since, until) = args.range.resolve(dir, key.as_ref())?;
     let mut q = query(since, until, args.from_seq, args.to_seq, &args.kinds)?;
@@ -99,7 +101,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if args.salvage {
         return salvage(&args, &q);
     }
-    let replay = Replay::open(dir, &q)?;
+    let replay = Replay::open(dir, &q).map_err(damaged)?;
     if !replay.chain_verified() {
         warn_unverified(dir);
     }
@@ -111,7 +113,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
         if args.limit.is_some_and(|n| printed >= n) {
             break;
         }
-        let r = r?;
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                // The records so far, then the report after them.
+                out.flush().map_err(super::stdout_error)?;
+                return Err(damaged(e));
+            }
+        };
         if let Some(k) = r.kind()
             && !kinds.contains(k)
         {

@@ -14,8 +14,9 @@ use super::{CliError, DirArg, key_from, line, time_arg};
 pub struct Args {
     #[command(flatten)]
     dir: DirArg,
-    /// The point in time: RFC 3339 or integer ns since the epoch.
-    #[arg(long, value_name = "T", value_parser = time_arg)]
+    /// The point in time: RFC 3339, integer ns since the epoch, `now`, or a duration
+    /// before now (`-5m`).
+    #[arg(long, value_name = "T", value_parser = time_arg, allow_hyphen_values = true)]
     at: u64,
     /// One JSON object: `{"at", "working", "kb", "kinds"}` and the seqs they come from.
     #[arg(long)]
