@@ -75,6 +75,16 @@ impl Clock for NthReadingClock {
     }
 }
 
+/// Opens the clock's hold and the disk's gate when dropped, on success or failure.
+struct ReleaseAll<'a>(&'a NthReadingClock, &'a GatedStorage);
+
+impl Drop for ReleaseAll<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+        self.1.gate().open();
+    }
+}
+
 /// Waits until the thread `tid` sleeps (blocked on a reply, a lock or a condition).
 fn wait_sleeping(what: &str, tid: &str) {
     common::wait_until(what, Duration::from_secs(60), || {
@@ -113,6 +123,9 @@ fn a_commit_queued_behind_a_close_in_the_same_batch_is_written_not_dropped() {
     }
     let (tid_tx, tid_rx) = crossbeam_channel::unbounded();
     std::thread::scope(|s| {
+        // Inside the scope: a failed assertion lets every held thread go before the
+        // scope waits for them.
+        let _release = ReleaseAll(&clock, &storage);
         // A commit reads the clock twice: for its decision, then in the recorder, after
         // checking that the recorder is open and before queuing the commit. It is held
         // at the second reading.
