@@ -29,6 +29,7 @@ fn open(dir: &std::path::Path, clock: &StallingClock, postroll_ns: u64) -> Recor
                 window_ns: 60 * SEC,
             },
         )
+        .drop_rule_with_preroll("log.*")
         .incident(IncidentPolicy {
             triggers: vec!["failure.*".to_owned()],
             preroll_ns: SEC,
@@ -160,10 +161,14 @@ fn an_event_stamped_after_a_trigger_that_reaches_the_writer_first_is_never_prero
     let rec = open(dir.path(), &clock, MS);
     rec.record(&Event::new("sensor.imu").raw(b"before"))
         .unwrap();
+    rec.record(&Event::new("log.trace").raw(b"log before"))
+        .unwrap();
     trigger_held_while(&rec, &clock, || {
-        // Past the trigger's 1 ms post-roll: summarized, not written.
+        // Past the trigger's 1 ms post-roll: summarized or dropped, not written.
         clock.time.set_ns(T0 + 5 * MS);
         rec.record(&Event::new("sensor.imu").raw(b"after")).unwrap();
+        rec.record(&Event::new("log.trace").raw(b"log after"))
+            .unwrap();
     });
     let stats = rec.stats().unwrap();
     rec.close().unwrap();
@@ -171,12 +176,16 @@ fn an_event_stamped_after_a_trigger_that_reaches_the_writer_first_is_never_prero
     let written = written(&common::read_log(dir.path()));
     let expected: BTreeMap<String, (&'static str, u64)> = [
         ("before", ("preroll", T0 - 500 * MS)),
+        ("log before", ("preroll", T0 - 500 * MS)),
         ("trigger", ("full", T0)),
     ]
     .into_iter()
     .map(|(p, w)| (p.to_owned(), w))
     .collect();
     assert_eq!(written, expected);
+    let log = stats["log.trace"];
+    assert_eq!((log.seen, log.dropped, log.preroll), (2, 2, 1), "{log:?}");
+    assert!(log.balanced());
     let imu = stats["sensor.imu"];
     assert_eq!(
         (imu.seen, imu.summarized, imu.preroll),
