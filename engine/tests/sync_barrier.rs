@@ -141,6 +141,12 @@ fn an_empty_batch_after_a_sync_barrier_does_not_fdatasync_again() {
         clock.step();
         // Batch 2: nothing new.
         clock.wait_arrivals(3);
+        // Answered in batch 1 (a failure here, not a hang, if it was not in it).
+        common::wait_until(
+            "the barrier to be answered",
+            Duration::from_secs(60),
+            || barrier.is_finished(),
+        );
         let synced = barrier.join().unwrap().unwrap();
         assert!(synced.is_some());
         let after_barrier = syncs();
