@@ -54,6 +54,9 @@ fn trigger_held_while(rec: &Recorder, clock: &StallingClock, meanwhile: impl FnO
     clock.time.set_ns(T0);
     clock.hold(TRIGGER_THREAD, true);
     std::thread::scope(|s| {
+        // Inside the scope: a failure in `meanwhile` lets the trigger go before the scope
+        // waits for its thread.
+        let _release = Release(clock);
         let trigger = std::thread::Builder::new()
             .name(TRIGGER_THREAD.to_owned())
             .spawn_scoped(s, || {
@@ -65,6 +68,15 @@ fn trigger_held_while(rec: &Recorder, clock: &StallingClock, meanwhile: impl FnO
         clock.release();
         trigger.join().unwrap().unwrap();
     });
+}
+
+/// Releases the held thread when dropped, on success or failure.
+struct Release<'a>(&'a StallingClock);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
 }
 
 /// Each event's written tier and stamp, by payload.
