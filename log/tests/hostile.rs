@@ -416,3 +416,145 @@ fn a_huge_lock_file_is_read_no_further_than_a_pid() {
     );
     drop(log);
 }
+
+/// A footer (body and trailer) for a sealed segment of `count` records from
+/// `first_seq`, all at time `ts`, its one index entry at the first block (offset 96).
+fn footer(
+    first_seq: u64,
+    count: u64,
+    ts: u64,
+    prev_link: [u8; 32],
+    last_link: [u8; 32],
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(b"BBOXFTR\0");
+    body.extend_from_slice(&count.to_le_bytes());
+    body.extend_from_slice(&1u64.to_le_bytes());
+    body.extend_from_slice(&first_seq.to_le_bytes());
+    body.extend_from_slice(&(first_seq + count - 1).to_le_bytes());
+    body.extend_from_slice(&ts.to_le_bytes());
+    body.extend_from_slice(&ts.to_le_bytes());
+    body.extend_from_slice(&last_link);
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.extend_from_slice(&1u32.to_le_bytes());
+    // One type count: type 1, every record.
+    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&[0; 6]);
+    body.extend_from_slice(&count.to_le_bytes());
+    // One index entry.
+    body.extend_from_slice(&first_seq.to_le_bytes());
+    body.extend_from_slice(&ts.to_le_bytes());
+    body.extend_from_slice(&96u64.to_le_bytes());
+    body.extend_from_slice(&prev_link);
+    let mut out = body.clone();
+    out.extend_from_slice(&u32::try_from(body.len()).unwrap().to_le_bytes());
+    out.extend_from_slice(&crc(&[&body]).to_le_bytes());
+    out.extend_from_slice(b"BBOXEND\0");
+    out
+}
+
+/// Forges, in `dir`, a log whose next seq is `u64::MAX - 1`: sealed segments of the
+/// largest size a file may have (sparse, 8 EiB), each whose footer counts as many
+/// records as its bytes can hold (16 bytes each), then an active segment holding one
+/// record, `p` at seq `u64::MAX - 2`. Returns false where the file system does not take
+/// files that large.
+fn forge_log_near_the_last_seq(dir: &Path) -> bool {
+    use std::io::{Seek, SeekFrom, Write};
+    const TS: u64 = 5;
+    let size = (1u64 << 63) - 8;
+    let active_first = u64::MAX - 2;
+    let (mut first, mut prev) = (0u64, [0u8; 32]);
+    let mut n = 0u8;
+    while first < active_first {
+        let tail_len = footer(0, 1, TS, prev, prev).len() as u64;
+        let data_bytes = size - tail_len - 96;
+        let count = (data_bytes / 16).min(active_first - first);
+        n += 1;
+        let link = [n; 32];
+        let path = dir.join(segment_file_name(first));
+        let mut file = fs::File::create(&path).unwrap();
+        file.write_all(&header(first, prev)).unwrap();
+        if file.set_len(size).is_err() {
+            return false;
+        }
+        let tail = footer(first, count, TS, prev, link);
+        file.seek(SeekFrom::Start(size - tail.len() as u64))
+            .unwrap();
+        file.write_all(&tail).unwrap();
+        first += count;
+        prev = link;
+    }
+    let mut seg = header(active_first, prev);
+    let (b, _) = block(active_first, 1, TS, TS, &[(0, b"p")], prev);
+    seg.extend_from_slice(&b);
+    fs::write(dir.join(segment_file_name(active_first)), &seg).unwrap();
+    true
+}
+
+#[test]
+fn appends_that_seqs_cannot_hold_are_refused_and_lose_nothing() {
+    // Regression: appends took the next seq with unchecked additions, so a log whose
+    // footers (valid checksums, counts its files' sizes allow) bring its next seq near
+    // u64::MAX overflowed: a panic in debug, seqs wrapping to 0 in release. An append
+    // whose seqs would run past u64::MAX is refused whole as SeqSpaceExhausted, and the
+    // log keeps what it holds. The forged log needs files of 8 EiB, which only a file
+    // system like tmpfs takes (sparse: a few pages each).
+    let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
+        eprintln!("skipped: no /dev/shm for files of 8 EiB");
+        return;
+    };
+    if !forge_log_near_the_last_seq(dir.path()) {
+        eprintln!("skipped: /dev/shm does not take files of 8 EiB");
+        return;
+    }
+    let last = u64::MAX - 2;
+    let (mut log, recovery) = catch_unwind(AssertUnwindSafe(|| {
+        Log::open(dir.path(), LogOptions::new())
+    }))
+    .unwrap_or_else(|_| panic!("open panicked"))
+    .unwrap();
+    assert_eq!(recovery.last_seq, Some(Seq(last)));
+    assert_eq!(log.next_seq(), Seq(u64::MAX - 1));
+    // Two records need seqs u64::MAX - 1 and u64::MAX, after which no next seq exists:
+    // refused whole.
+    let two = [
+        Record::new(RecordType(1), 10, b"a"),
+        Record::new(RecordType(1), 11, b"b"),
+    ];
+    let refused = catch_unwind(AssertUnwindSafe(|| log.append_batch(&two)))
+        .unwrap_or_else(|_| panic!("a batch past the seq space panicked"));
+    assert!(
+        matches!(refused, Err(Error::SeqSpaceExhausted { next_seq }) if next_seq == u64::MAX - 1),
+        "{refused:?}"
+    );
+    // One fits; the one after it does not.
+    assert_eq!(
+        log.append(Record::new(RecordType(1), 12, b"c")).unwrap(),
+        Seq(u64::MAX - 1)
+    );
+    let refused = catch_unwind(AssertUnwindSafe(|| {
+        log.append(Record::new(RecordType(1), 13, b"d"))
+    }))
+    .unwrap_or_else(|_| panic!("an append past the seq space panicked"));
+    let Err(e @ Error::SeqSpaceExhausted { next_seq }) = refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(next_seq, u64::MAX);
+    assert!(e.to_string().contains(&u64::MAX.to_string()), "{e}");
+    log.close().unwrap();
+
+    // Nothing refused reached the log, and nothing wrapped around to seq 0.
+    let got: Vec<(u64, u64, Vec<u8>)> = LogReader::open(dir.path())
+        .unwrap()
+        .records(Seq(last)..)
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.seq().0, r.ts_ns(), r.payload().to_vec())
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [(last, 5, b"p".to_vec()), (u64::MAX - 1, 12, b"c".to_vec())]
+    );
+}
