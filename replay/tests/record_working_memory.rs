@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 /// The log's record limit by default (`docs/FORMAT.md`): the largest checkpoint.
 const RECORD_BYTES_MAX: usize = 16 << 20;
 /// The working memory's limit: what one record holds, less the 16 bytes a delta record
-/// adds around the memory's JSON (`docs/FORMAT.md`).
+/// adds around the memory's JSON (`docs/ARCHITECTURE.md`, "Working memory").
 const MEMORY_BYTES_MAX: usize = RECORD_BYTES_MAX - 16;
 
 /// The memory of the last checkpoint in the log.
