@@ -1,6 +1,6 @@
 //! The fjall view: the knowledge base's commits, materialized for fast reads.
 //!
-//! Five keyspaces in one fjall `Database`:
+//! Seven keyspaces in one fjall `Database`:
 //!
 //! | keyspace | key | value |
 //! |---|---|---|
@@ -9,6 +9,7 @@
 //! | `commits` | version (u64 BE) | the commit with its seq and time (JSON) |
 //! | `times` | time ns (u64 BE) ‖ version (u64 BE) | empty |
 //! | `versions` | version (u64 BE) | its commit's time ns (u64 BE) |
+//! | `let_go` | key ‖ `0x00` ‖ blake3 of the value's JSON text | a refuted value the key's fact let go: the version that let it go and the value's state then (JSON) |
 //! | `meta` | `applied` | last applied version (u64 BE) ‖ its seq (u64 BE) |
 //! | `meta` | `layout` | [`LAYOUT`]: a view of another layout is cleared and rebuilt |
 //!
@@ -30,7 +31,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AsOf, Commit, CommitRecord, Conditions, Difference, Fact, Rejection, Status, Version,
+    AsOf, Commit, CommitRecord, Conditions, Difference, Fact, Op, Rejection, Rival, Status, Version,
 };
 
 /// The record type of a knowledge-base commit in the log.
@@ -40,10 +41,10 @@ const APPLIED: &[u8] = b"applied";
 const LAYOUT_KEY: &[u8] = b"layout";
 
 /// The version of the view's layout, and of the facts it stores (2: every value of a
-/// key with its claims and refutations). A view written with another one (or none) is
+/// key with its claims and refutations; 3: the refuted values facts let go). A view written with another one (or none) is
 /// cleared when opened and rebuilt from the log by the catch-up that follows: the view
 /// is a cache of the log, never migrated.
-pub const LAYOUT: u8 = 2;
+pub const LAYOUT: u8 = 3;
 const REBUILDING: &[u8] = b"rebuilding";
 
 /// One entry of [`View::dump`]: keyspace, key, value.
@@ -58,7 +59,17 @@ pub struct View {
     commits: Keyspace,
     times: Keyspace,
     versions: Keyspace,
+    let_go: Keyspace,
     meta: Keyspace,
+}
+
+/// A refuted value a key's fact let go, as the `let_go` keyspace holds it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LetGo {
+    /// The commit that let it go.
+    version: Version,
+    /// The value's state then.
+    state: Rival,
 }
 
 impl std::fmt::Debug for View {
@@ -85,6 +96,23 @@ fn history_key(key: &[u8], version: Version) -> Vec<u8> {
     k.extend_from_slice(key);
     k.push(0);
     k.extend_from_slice(&be(!version));
+    k
+}
+
+/// `key ‖ 0x00`: the prefix of every `let_go` entry of the key.
+fn let_go_prefix(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 33);
+    k.extend_from_slice(key);
+    k.push(0);
+    k
+}
+
+/// `key ‖ 0x00 ‖ blake3(value's JSON text)`: a value's text may be longer than a fjall
+/// key may be.
+fn let_go_key(key: &[u8], value: &serde_json::Value) -> Vec<u8> {
+    let mut k = let_go_prefix(key);
+    let text = serde_json::to_string(value).unwrap_or_default();
+    k.extend_from_slice(blake3::hash(text.as_bytes()).as_bytes());
     k
 }
 
@@ -145,6 +173,7 @@ impl View {
             commits: ks("commits")?,
             times: ks("times")?,
             versions: ks("versions")?,
+            let_go: ks("let_go")?,
             meta: ks("meta")?,
             db,
             path,
@@ -249,6 +278,35 @@ impl View {
         }
         let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
         for change in &commit.record.changes {
+            // What the key's fact let go is remembered while the key keeps its lineage:
+            // a key that loses its fact forgets all of it (as it forgets its rivals and
+            // its refuted values), and a revert forgets what was let go after the
+            // version it restores.
+            let forget_after = match (&change.fact, &commit.record.op) {
+                (None, _) => Some(0),
+                (Some(_), Op::Revert { version: target }) => Some(*target),
+                (Some(_), _) => None,
+            };
+            if let Some(after) = forget_after {
+                for g in self.let_go.prefix(let_go_prefix(change.key.as_bytes())) {
+                    let (k, value) = g.into_inner().map_err(self.err("read"))?;
+                    let entry: LetGo = self.decode("let-go entry", &value)?;
+                    if entry.version > after {
+                        batch.remove(&self.let_go, k);
+                    }
+                }
+            }
+            for state in &change.let_go {
+                let entry = LetGo {
+                    version,
+                    state: state.clone(),
+                };
+                batch.insert(
+                    &self.let_go,
+                    let_go_key(change.key.as_bytes(), &state.value),
+                    self.encode(&entry)?,
+                );
+            }
             let json = self.encode(&change.fact)?;
             batch.insert(
                 &self.history,
@@ -343,6 +401,7 @@ impl View {
             &self.commits,
             &self.times,
             &self.versions,
+            &self.let_go,
         ] {
             ks.clear().map_err(self.err("clear"))?;
         }
@@ -409,6 +468,28 @@ impl View {
                 let (_, value) = g.into_inner().map_err(self.err("read"))?;
                 self.decode("history entry", &value)
             }
+        }
+    }
+
+    /// The state of `value` when the fact of `key` let it go (a refuted value past
+    /// [`crate::adjudicate::REFUTED_KEPT`]), with the version that let it go; `None`
+    /// when it never did, or the key forgot it since (it lost its fact, or a revert
+    /// restored a version before).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn let_go(&self, key: &str, value: &serde_json::Value) -> Result<Option<(Version, Rival)>> {
+        match self
+            .let_go
+            .get(let_go_key(key.as_bytes(), value))
+            .map_err(self.err("read"))?
+        {
+            Some(bytes) => {
+                let entry: LetGo = self.decode("let-go entry", &bytes)?;
+                Ok(Some((entry.version, entry.state)))
+            }
+            None => Ok(None),
         }
     }
 
@@ -573,59 +654,89 @@ impl View {
         Ok(facts)
     }
 
-    /// Every value ever rejected: each time a commit left a value of a key refuted, or
-    /// made it the key's fact with status `rejected`, when the key's state before did
-    /// not, with that commit's version; in key order, then by version, then by the
-    /// value's JSON text. It reads every key's whole history, so it finds values the
-    /// key no longer holds.
+    /// Every value ever rejected: each time a commit left a value of a key refuted
+    /// (held by the fact, or let go by it and remembered), or made it the key's fact
+    /// with status `rejected`, when the key's state before did not, with that commit's
+    /// version; in key order, then by version, then by the value's JSON text. It reads
+    /// every key's whole history, so it finds values the key no longer holds.
     ///
     /// # Errors
     ///
     /// [`Error::View`].
     pub fn rejected(&self) -> Result<Vec<Rejection>> {
         let mut out = Vec::new();
-        // A key's history runs newest first: each entry's rejected values are compared
-        // with those of the entry before it in time, which comes next.
+        // A key's history runs newest first: gathered per key, then walked oldest first.
         let mut key: Vec<u8> = Vec::new();
-        let mut newer: Option<(Version, Vec<Rejection>)> = None;
-        let mut found: Vec<Rejection> = Vec::new();
-        let finish = |newer: Option<(Version, Vec<Rejection>)>,
-                      found: &mut Vec<Rejection>,
-                      out: &mut Vec<Rejection>| {
-            // The key's oldest entry: everything it rejects is new.
-            if let Some((_, rejected)) = newer {
-                found.extend(rejected);
-            }
-            found.sort_by_cached_key(|r| {
-                (
-                    r.version,
-                    serde_json::to_string(&r.value).unwrap_or_default(),
-                )
-            });
-            out.append(found);
-        };
+        let mut entries: Vec<(Version, Option<Fact>)> = Vec::new();
         for g in self.history.iter() {
             let (k, value) = g.into_inner().map_err(self.err("read"))?;
             let split = k.len().saturating_sub(9);
             let name = k.get(..split).unwrap_or_default();
             let version = !k.get(split + 1..).and_then(read_be).unwrap_or(u64::MAX);
             if name != key.as_slice() {
-                finish(newer.take(), &mut found, &mut out);
+                self.rejected_of(&key, &mut entries, &mut out)?;
                 key = name.to_vec();
             }
-            let fact: Option<Fact> = self.decode("history entry", &value)?;
-            let rejected = fact.map(|f| rejected_in(&f, version)).unwrap_or_default();
-            if let Some((_, newer_rejected)) = newer.take() {
-                found.extend(
-                    newer_rejected
-                        .into_iter()
-                        .filter(|r| !rejected.iter().any(|o| o.value == r.value)),
-                );
-            }
-            newer = Some((version, rejected));
+            entries.push((version, self.decode("history entry", &value)?));
         }
-        finish(newer, &mut found, &mut out);
+        self.rejected_of(&key, &mut entries, &mut out)?;
         Ok(out)
+    }
+
+    /// Appends to `out` the rejections of one key, from its history `entries` (newest
+    /// first; emptied).
+    fn rejected_of(
+        &self,
+        key: &[u8],
+        entries: &mut Vec<(Version, Option<Fact>)>,
+        out: &mut Vec<Rejection>,
+    ) -> Result<()> {
+        let name = String::from_utf8_lossy(key).into_owned();
+        // The values the fact let go and the key still remembers: JSON text → the
+        // version that let it go and its rejection.
+        let mut remembered: BTreeMap<String, (Version, Rejection)> = BTreeMap::new();
+        let mut before: BTreeMap<String, ()> = BTreeMap::new();
+        let mut found = Vec::new();
+        for (version, fact) in entries.drain(..).rev() {
+            let commit = self.commit(version)?;
+            let change = commit
+                .as_ref()
+                .and_then(|c| c.record.changes.iter().find(|c| c.key == name));
+            match (&fact, commit.as_ref().map(|c| &c.record.op)) {
+                (None, _) => remembered.clear(),
+                (Some(_), Some(Op::Revert { version: target })) => {
+                    remembered.retain(|_, (let_go, _)| *let_go <= *target);
+                }
+                _ => {}
+            }
+            for state in change.map(|c| c.let_go.as_slice()).unwrap_or_default() {
+                let rejection = Rejection {
+                    key: name.clone(),
+                    value: state.value.clone(),
+                    version,
+                    confidence: state.confidence,
+                    refutations: state.refutations,
+                };
+                remembered.insert(json_text(&state.value), (version, rejection));
+            }
+            let mut now: BTreeMap<String, Rejection> = remembered
+                .iter()
+                .map(|(t, (_, r))| (t.clone(), r.clone()))
+                .collect();
+            for r in fact.map(|f| rejected_in(&f, version)).unwrap_or_default() {
+                now.insert(json_text(&r.value), r);
+            }
+            for (text, mut r) in now.clone() {
+                if !before.contains_key(&text) {
+                    r.version = version;
+                    found.push((version, text, r));
+                }
+            }
+            before = now.into_keys().map(|t| (t, ())).collect();
+        }
+        found.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        out.extend(found.into_iter().map(|(_, _, r)| r));
+        Ok(())
     }
 
     /// Every entry of every keyspace, in order: two views with equal dumps are
@@ -642,6 +753,7 @@ impl View {
             ("commits", &self.commits),
             ("times", &self.times),
             ("versions", &self.versions),
+            ("let_go", &self.let_go),
             ("meta", &self.meta),
         ] {
             for g in ks.iter() {
@@ -651,6 +763,10 @@ impl View {
         }
         Ok(out)
     }
+}
+
+fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// The values `fact` holds rejected after `version`: its own when its status is
@@ -681,7 +797,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::model::{Change, Op, Outcome, Status};
+    use crate::model::{Change, Outcome};
 
     fn fact(version: Version, value: i64) -> Fact {
         Fact {
@@ -722,6 +838,7 @@ mod tests {
                 changes: vec![Change {
                     key: "k".to_owned(),
                     fact,
+                    let_go: Vec::new(),
                 }],
             },
         }
