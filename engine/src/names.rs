@@ -447,6 +447,7 @@ mod tests {
             prop_assert!(bytes.len() <= dictionary_record_bytes_max(names.len(), name_bytes));
             let full = Counters { seen: u64::MAX, ..Counters::default() };
             let record = AccountingRecord {
+                snapshot: true,
                 kinds: (1..=u32::try_from(kinds).unwrap()).map(|k| (k, full)).collect(),
             };
             let bytes = codec::encode_to_vec(&record);

@@ -886,9 +886,9 @@ struct Restored {
 
 /// Restores the dictionary, the accounting totals and the working memory from the log,
 /// reading back from the last segment: to the last segment that opens with the
-/// dictionary (or the first) for the names; to the last segment whose preamble holds an
-/// accounting snapshot (or the first) for the totals, folding every accounting record
-/// from there; and as far as the last checkpoint.
+/// dictionary (or the first) for the names; to the last segment that holds an
+/// accounting snapshot (or the first) for the totals, folding the accounting records
+/// from its last snapshot on; and as far as the last checkpoint.
 fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restored> {
     let segments = blackbox_log::list_segments(dir)?;
     let reader = LogReader::open(dir)?;
@@ -907,7 +907,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
         let mut seg_dict = Vec::new();
         let mut seg_accounting = Vec::new();
         let mut opens_with_dict = false;
-        let mut opens_with_totals = false;
+        let mut holds_snapshot = false;
         let mut last_checkpoint = None;
         let range = match end {
             Some(end) => reader.records(Seq(seg.first_seq)..Seq(end))?,
@@ -918,10 +918,6 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             let t = r.record_type();
             if n == 0 {
                 opens_with_dict = t == codec::DICTIONARY;
-            }
-            // The preamble: the dictionary, then the accounting snapshot.
-            if n == 1 && opens_with_dict && t == codec::ACCOUNTING {
-                opens_with_totals = true;
             }
             if t == codec::DICTIONARY && !dict_done {
                 let seq = r.seq().0;
@@ -936,9 +932,10 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
                     seg_dict.push((seq, e.0.to_native(), e.1.as_str().to_owned()));
                 }
             } else if t == codec::ACCOUNTING && !accounting_done {
-                if opens_with_totals && n == 1 {
+                if codec::is_accounting_snapshot(r.payload()) == Some(true) {
                     // Everything before this snapshot is in it.
                     seg_accounting.clear();
+                    holds_snapshot = true;
                 }
                 seg_accounting.push(r);
             } else if t == codec::CHECKPOINT && !checkpoint_done {
@@ -951,7 +948,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
         }
         if !accounting_done {
             accounting_segments.push(seg_accounting);
-            accounting_done = opens_with_totals || i == 0;
+            accounting_done = holds_snapshot || i == 0;
         }
         if let Some(r) = last_checkpoint {
             let content: BTreeMap<String, serde_json::Value> = serde_json::from_slice(r.payload())
@@ -970,6 +967,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             reason: format!("dictionary record: {reason}"),
         })?;
     }
+    let mut totals: BTreeMap<u32, Counters> = BTreeMap::new();
     for r in accounting_segments.into_iter().rev().flatten() {
         let seq = r.seq().0;
         let bad = |e: rkyv::rancor::Error| Error::Restore {
@@ -977,6 +975,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             reason: format!("accounting record: {e}"),
         };
         let a = codec::access::<codec::ArchivedAccountingRecord>(r.payload()).map_err(bad)?;
+        let mut kinds = Vec::with_capacity(a.kinds.len());
         for e in a.kinds.iter() {
             let kind = e.0.to_native();
             if fold.name(kind).is_none() {
@@ -989,13 +988,17 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             }
             let c: Counters =
                 rkyv::deserialize::<Counters, rkyv::rancor::Error>(&e.1).map_err(bad)?;
-            // The id is at most NAMES_PER_LOG_MAX: the dictionary names it.
-            let i = kind as usize;
-            if restored.totals.len() <= i {
-                restored.totals.resize(i + 1, Counters::default());
-            }
-            restored.totals[i] = c;
+            kinds.push((kind, c));
         }
+        codec::fold_accounting(&mut totals, a.snapshot, kinds);
+    }
+    for (kind, c) in totals {
+        // The id is at most NAMES_PER_LOG_MAX: the dictionary names it.
+        let i = kind as usize;
+        if restored.totals.len() <= i {
+            restored.totals.resize(i + 1, Counters::default());
+        }
+        restored.totals[i] = c;
     }
     shared.names.restore(&fold);
     Ok(restored)
@@ -1168,8 +1171,11 @@ impl Writer {
     /// Writes the full dictionary, so this session's records are self-describing even
     /// in a segment that opened before the dictionary was set as its preamble, and sets
     /// the preamble: every segment this session starts opens with the dictionary and
-    /// the restored totals.
+    /// the restored totals. When the active segment holds no record yet (recovery
+    /// created it after a crash during a roll), the totals follow the dictionary as a
+    /// snapshot too: the segment then opens with the whole preamble, as every other.
     fn open_session(&mut self, recovery: &Recovery) -> Result<()> {
+        let segment_empty = self.log.active_segment_first_seq() == self.log.next_seq();
         if recovery.torn_bytes_cut > 0 {
             // Stamped with the log's last stamp: the cut happened after it.
             let at = self.last_stamp_ns;
@@ -1188,11 +1194,17 @@ impl Writer {
         }
         let all = self.shared.names.all();
         if !all.is_empty() {
-            self.emit_dictionary(all, self.shared.clock.now_ns());
+            let now = self.shared.clock.now_ns();
+            self.emit_dictionary(all, now);
             if self.base.iter().any(|c| *c != Counters::default()) {
-                self.preamble_accounting = Some(codec::encode_to_vec(&AccountingRecord {
+                let snapshot = AccountingRecord {
+                    snapshot: true,
                     kinds: nonzero(&self.base),
-                }));
+                };
+                self.preamble_accounting = Some(codec::encode_to_vec(&snapshot));
+                if segment_empty {
+                    self.emit_encoded(codec::ACCOUNTING, now, &snapshot);
+                }
             }
         }
         self.flush_out()?;
@@ -1971,10 +1983,18 @@ impl Writer {
         // Everything queued before the record goes first, under the snapshot before it.
         self.flush_out()?;
         self.preamble_accounting = Some(codec::encode_to_vec(&AccountingRecord {
+            snapshot: true,
             kinds: nonzero(&totals),
         }));
         self.preamble_stale = true;
-        self.emit_encoded(codec::ACCOUNTING, at, &AccountingRecord { kinds: changed });
+        self.emit_encoded(
+            codec::ACCOUNTING,
+            at,
+            &AccountingRecord {
+                snapshot: false,
+                kinds: changed,
+            },
+        );
         self.flush_out()?;
         self.accounted = totals;
         Ok(())
