@@ -22,7 +22,7 @@
 //! together with the applied version, and [`View::catch_up`] re-applies from the log
 //! whatever the view lacks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
@@ -278,22 +278,29 @@ impl View {
         }
         let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
         for change in &commit.record.changes {
-            // What the key's fact let go is remembered while the key keeps its lineage:
-            // a key that loses its fact forgets all of it (as it forgets its rivals and
-            // its refuted values), and a revert forgets what was let go after the
-            // version it restores.
-            let forget_after = match (&change.fact, &commit.record.op) {
-                (None, _) => Some(0),
-                (Some(_), Op::Revert { version: target }) => Some(*target),
+            // What the key's fact let go is remembered along its lineage (see
+            // `lineage_let_go`): a key that loses its fact forgets all of it (as it
+            // forgets its rivals and its refuted values), and a revert gives back what
+            // the key remembered at the version it restores.
+            let restored = match (&change.fact, &commit.record.op) {
+                (None, _) => Some(BTreeMap::new()),
+                (Some(_), Op::Revert { version: target }) => Some(lineage_let_go(*target, |v| {
+                    self.lineage_step(&change.key, v)
+                })?),
                 (Some(_), _) => None,
             };
-            if let Some(after) = forget_after {
+            if let Some(restored) = restored {
                 for g in self.let_go.prefix(let_go_prefix(change.key.as_bytes())) {
-                    let (k, value) = g.into_inner().map_err(self.err("read"))?;
-                    let entry: LetGo = self.decode("let-go entry", &value)?;
-                    if entry.version > after {
-                        batch.remove(&self.let_go, k);
-                    }
+                    let k = g.key().map_err(self.err("read"))?;
+                    batch.remove(&self.let_go, k);
+                }
+                for (_, (let_go, state)) in restored {
+                    let key = let_go_key(change.key.as_bytes(), &state.value);
+                    let entry = LetGo {
+                        version: let_go,
+                        state,
+                    };
+                    batch.insert(&self.let_go, key, self.encode(&entry)?);
                 }
             }
             for state in &change.let_go {
@@ -692,51 +699,97 @@ impl View {
         out: &mut Vec<Rejection>,
     ) -> Result<()> {
         let name = String::from_utf8_lossy(key).into_owned();
-        // The values the fact let go and the key still remembers: JSON text → the
-        // version that let it go and its rejection.
-        let mut remembered: BTreeMap<String, (Version, Rejection)> = BTreeMap::new();
-        let mut before: BTreeMap<String, ()> = BTreeMap::new();
+        // The key's lineage steps, oldest first, as far as walked.
+        let mut steps: Vec<LineageStep> = Vec::with_capacity(entries.len());
         let mut found = Vec::new();
+        // The values the fact let go and the key still remembers after each version,
+        // and the values its fact held rejected: together, the key's rejected state.
+        let mut remembered: BTreeMap<String, (Version, Rival)> = BTreeMap::new();
+        let mut held_before: BTreeSet<String> = BTreeSet::new();
         for (version, fact) in entries.drain(..).rev() {
-            let commit = self.commit(version)?;
-            let change = commit
-                .as_ref()
-                .and_then(|c| c.record.changes.iter().find(|c| c.key == name));
-            match (&fact, commit.as_ref().map(|c| &c.record.op)) {
-                (None, _) => remembered.clear(),
-                (Some(_), Some(Op::Revert { version: target })) => {
-                    remembered.retain(|_, (let_go, _)| *let_go <= *target);
-                }
-                _ => {}
+            let step = self.step_of(&name, version, fact.is_none())?;
+            let rebuilt = match step.from {
+                Basis::Nothing => Some(BTreeMap::new()),
+                Basis::Version(p) if p + 1 == version => None,
+                // A revert: what the key remembered at the version it restores.
+                Basis::Version(p) => Some(lineage_let_go(p, |v| {
+                    let i = steps.partition_point(|s| s.version <= v);
+                    Ok(i.checked_sub(1).and_then(|i| steps.get(i)).cloned())
+                })?),
+            };
+            // What may be new: what the fact holds rejected, what it let go now, and
+            // after a revert what the key remembers again. Only the state before is
+            // compared with, so the walk costs what changes, not what is remembered.
+            let held = fact.map(|f| rejected_in(&f, version)).unwrap_or_default();
+            let as_rejection = |let_go: Version, r: &Rival| Rejection {
+                key: name.clone(),
+                value: r.value.clone(),
+                version: let_go,
+                confidence: r.confidence,
+                refutations: r.refutations,
+            };
+            let mut candidates: Vec<Rejection> = held.clone();
+            candidates.extend(step.let_go.iter().map(|r| as_rejection(version, r)));
+            if let Some(again) = &rebuilt {
+                candidates.extend(again.values().map(|(v, r)| as_rejection(*v, r)));
             }
-            for state in change.map(|c| c.let_go.as_slice()).unwrap_or_default() {
-                let rejection = Rejection {
-                    key: name.clone(),
-                    value: state.value.clone(),
-                    version,
-                    confidence: state.confidence,
-                    refutations: state.refutations,
-                };
-                remembered.insert(json_text(&state.value), (version, rejection));
-            }
-            let mut now: BTreeMap<String, Rejection> = remembered
-                .iter()
-                .map(|(t, (_, r))| (t.clone(), r.clone()))
-                .collect();
-            for r in fact.map(|f| rejected_in(&f, version)).unwrap_or_default() {
-                now.insert(json_text(&r.value), r);
-            }
-            for (text, mut r) in now.clone() {
-                if !before.contains_key(&text) {
+            let mut seen = BTreeSet::new();
+            for mut r in candidates {
+                let text = json_text(&r.value);
+                let before = remembered.contains_key(&text) || held_before.contains(&text);
+                if seen.insert(text.clone()) && !before {
                     r.version = version;
                     found.push((version, text, r));
                 }
             }
-            before = now.into_keys().map(|t| (t, ())).collect();
+            if let Some(again) = rebuilt {
+                remembered = again;
+            }
+            for r in &step.let_go {
+                remembered.insert(json_text(&r.value), (version, r.clone()));
+            }
+            held_before = held.iter().map(|r| json_text(&r.value)).collect();
+            steps.push(step);
         }
         found.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         out.extend(found.into_iter().map(|(_, _, r)| r));
         Ok(())
+    }
+
+    /// The lineage step of `key` at `version`, a version that changed it.
+    fn step_of(&self, key: &str, version: Version, cleared: bool) -> Result<LineageStep> {
+        let commit = self.commit(version)?;
+        let change = commit
+            .as_ref()
+            .and_then(|c| c.record.changes.iter().find(|c| c.key == key));
+        let from = match commit.as_ref().map(|c| &c.record.op) {
+            _ if cleared => Basis::Nothing,
+            Some(Op::Revert { version: target }) => Basis::Version(*target),
+            _ => Basis::Version(version.saturating_sub(1)),
+        };
+        Ok(LineageStep {
+            version,
+            let_go: change.map(|c| c.let_go.clone()).unwrap_or_default(),
+            from,
+        })
+    }
+
+    /// The lineage step of `key` at the last version at or before `at` that changed
+    /// it, read from its history and that version's commit.
+    fn lineage_step(&self, key: &str, at: Version) -> Result<Option<LineageStep>> {
+        if at == 0 {
+            return Ok(None);
+        }
+        let from = history_key(key.as_bytes(), at);
+        let to = history_key(key.as_bytes(), 0);
+        let Some(g) = self.history.range(from..=to).next() else {
+            return Ok(None);
+        };
+        let (k, value) = g.into_inner().map_err(self.err("read"))?;
+        let split = k.len().saturating_sub(8);
+        let version = !k.get(split..).and_then(read_be).unwrap_or(u64::MAX);
+        let fact: Option<Fact> = self.decode("history entry", &value)?;
+        self.step_of(key, version, fact.is_none()).map(Some)
     }
 
     /// Every entry of every keyspace, in order: two views with equal dumps are
@@ -763,6 +816,51 @@ impl View {
         }
         Ok(out)
     }
+}
+
+/// One version that changed a key, as its lineage needs it: what its fact let go, and
+/// the state it built on.
+#[derive(Debug, Clone)]
+struct LineageStep {
+    version: Version,
+    let_go: Vec<Rival>,
+    from: Basis,
+}
+
+/// The state a version built a key's fact on.
+#[derive(Debug, Clone, Copy)]
+enum Basis {
+    /// None: the key lost its fact.
+    Nothing,
+    /// The key's state at this version (the one before, or the one a revert restored).
+    Version(Version),
+}
+
+/// The refuted values a key remembers after version `at` (JSON text → the version that
+/// let it go and its state then): what its fact let go along its lineage, from `at`
+/// back through the versions each change built on (the one before it; for a revert,
+/// the version restored) to the start or to a version where the key lost its fact.
+/// The latest letting go of a value wins. `step_at(v)` gives the step of the last
+/// version at or before `v` that changed the key.
+fn lineage_let_go(
+    at: Version,
+    mut step_at: impl FnMut(Version) -> Result<Option<LineageStep>>,
+) -> Result<BTreeMap<String, (Version, Rival)>> {
+    let mut out = BTreeMap::new();
+    let mut next = Some(at);
+    while let Some(v) = next {
+        let Some(step) = step_at(v)? else { break };
+        for r in step.let_go {
+            out.entry(json_text(&r.value)).or_insert((step.version, r));
+        }
+        next = match step.from {
+            Basis::Nothing => None,
+            // Versions only go down along a lineage (a revert restores an earlier one).
+            Basis::Version(p) if p < step.version && p > 0 => Some(p),
+            Basis::Version(_) => None,
+        };
+    }
+    Ok(out)
 }
 
 fn json_text(value: &serde_json::Value) -> String {
