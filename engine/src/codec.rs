@@ -243,6 +243,10 @@ pub struct AccountingRecord {
     /// Whether this record holds the totals of every kind (a snapshot), not only those
     /// that changed.
     pub snapshot: bool,
+    /// The watermark (ns, recorder time; 0: none): every event that happened (was
+    /// stamped) before it is in the log before this record. A reader bounded by when
+    /// events happened stops at the first record whose watermark is past its bound.
+    pub watermark_ns: u64,
     /// (interned kind, counters), sorted by kind id.
     pub kinds: Vec<(u32, Counters)>,
 }
@@ -260,6 +264,14 @@ pub fn fold_accounting<K: Ord>(
         totals.clear();
     }
     totals.extend(kinds);
+}
+
+/// An accounting record's watermark (0: none); `None` when the payload is not a valid
+/// accounting record.
+pub fn accounting_watermark_ns(payload: &[u8]) -> Option<u64> {
+    access::<ArchivedAccountingRecord>(payload)
+        .ok()
+        .map(|a| a.watermark_ns.to_native())
 }
 
 /// Whether an accounting record's payload is a snapshot; `None` when it is not a valid

@@ -448,6 +448,7 @@ mod tests {
             let full = Counters { seen: u64::MAX, ..Counters::default() };
             let record = AccountingRecord {
                 snapshot: true,
+                watermark_ns: u64::MAX,
                 kinds: (1..=u32::try_from(kinds).unwrap()).map(|k| (k, full)).collect(),
             };
             let bytes = codec::encode_to_vec(&record);

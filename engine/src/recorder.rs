@@ -224,6 +224,12 @@ struct Shared {
     closed: AtomicBool,
     /// The writer thread, to wake it from its poll when a caller waits for a reply.
     writer: OnceLock<std::thread::Thread>,
+    /// Events this session that producers are about to stamp or have stamped for the
+    /// writer, less those that will never reach it (dropped after the stamp, refused,
+    /// lost to overflow). Counted before the clock is read: when it equals what the
+    /// writer received, every event stamped before the writer's last clock reading has
+    /// reached it (the watermark, [`Writer::advance_watermark`]).
+    stamped: AtomicU64,
 }
 
 /// A trigger a producer stamped, until the writer takes it.
@@ -355,6 +361,7 @@ impl Recorder {
             kinds: Kinds::new(limits),
             working: Arc::new(WorkingMemory::with_limit(log.record_bytes_max())),
             postroll_until_ns: AtomicU64::new(0),
+            stamped: AtomicU64::new(0),
             triggers: Mutex::new(Vec::new()),
             triggers_pending: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
@@ -457,6 +464,7 @@ impl Recorder {
                     // never dips.
                     m.kind.overflow.fetch_add(1, Ordering::SeqCst);
                     m.kind.sent.fetch_sub(1, Ordering::SeqCst);
+                    self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
                     if m.kind.class.trigger {
                         // The writer will never see it: its post-roll still holds.
                         self.shared.trigger_lost(m.ts_ns);
@@ -475,6 +483,7 @@ impl Recorder {
     fn unsend(&self, msg: &Msg) {
         if let Msg::Event(m) | Msg::Evidence(m, _) = msg {
             m.kind.sent.fetch_sub(1, Ordering::SeqCst);
+            self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
             if m.kind.class.trigger {
                 self.shared.trigger_withdrawn(m.ts_ns);
             }
@@ -542,6 +551,9 @@ impl Recorder {
             values.push((self.shared.names.intern(name)?, v));
         }
         let mut snapshot = None;
+        // IMPORTANT: counted before the clock is read (see `Shared::stamped`); every
+        // path below that does not hand the event to the writer takes it back.
+        self.shared.stamped.fetch_add(1, Ordering::SeqCst);
         let ts_ns = if class.trigger
             && let Some(incident) = self.shared.policy.incident()
         {
@@ -567,6 +579,7 @@ impl Recorder {
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 );
+                self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
                 return self.count_dropped(kind);
             }
         }
@@ -576,6 +589,7 @@ impl Recorder {
         kind.sent.fetch_add(1, Ordering::SeqCst);
         if self.shared.stopped() {
             kind.sent.fetch_sub(1, Ordering::SeqCst);
+            self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
             if class.trigger {
                 self.shared.trigger_withdrawn(ts_ns);
             }
@@ -1097,6 +1111,9 @@ struct Writer {
     received: u64,
     /// Whether what a failure cost was moved to `lost`.
     failure_accounted: bool,
+    /// The watermark: every event stamped before it is in the log before the next
+    /// record written (0: none established yet). Written in every accounting record.
+    watermark_ns: u64,
 }
 
 /// A post-roll window of the triggers taken: `[start_ns, end_ns)`.
@@ -1164,6 +1181,7 @@ impl Writer {
             dirty: false,
             received: 0,
             failure_accounted: false,
+            watermark_ns: 0,
             shared,
         }
     }
@@ -1199,6 +1217,7 @@ impl Writer {
             if self.base.iter().any(|c| *c != Counters::default()) {
                 let snapshot = AccountingRecord {
                     snapshot: true,
+                    watermark_ns: 0,
                     kinds: nonzero(&self.base),
                 };
                 self.preamble_accounting = Some(codec::encode_to_vec(&snapshot));
@@ -1285,6 +1304,7 @@ impl Writer {
             result = self.drain_before_close(rx, &mut waiting);
         }
         if result.is_ok() {
+            self.advance_watermark(true);
             result = self.timers(self.shared.clock.now_ns());
         }
         if result.is_ok() {
@@ -1524,6 +1544,8 @@ impl Writer {
     }
 
     fn close(&mut self) -> Result<Option<Seq>> {
+        // The ring is never written now: it holds the watermark back no more.
+        self.advance_watermark(false);
         // Nothing is queued behind these records: they take the clock's time.
         let now = self.shared.clock.now_ns();
         let open: Vec<(u32, u64)> = self.windows.keys().copied().collect();
@@ -1537,6 +1559,29 @@ impl Writer {
         }
         self.flush_out()?;
         Ok(self.log.sync()?)
+    }
+
+    /// Raises the watermark at the end of a batch. The clock is read first, then the
+    /// producers' `stamped` count: if the writer has received that many events, every
+    /// event stamped before the clock reading has reached it (one not counted yet is
+    /// counted after the load, so it reads the clock after this reading). What reached
+    /// it is in the log by the next record written, but for the events the pre-roll
+    /// ring holds, which an incident may still write (with `ring`): the watermark is
+    /// the clock reading or the oldest of those, the largest so far. Under a burst that
+    /// never lets the counts meet, it stays where it was: a reader then reads further,
+    /// never less.
+    fn advance_watermark(&mut self, ring: bool) {
+        let now = self.shared.clock.now_ns();
+        if self.shared.stamped.load(Ordering::SeqCst) != self.received {
+            return;
+        }
+        let held = if ring {
+            self.ring.iter().map(|e| e.msg.ts_ns).min()
+        } else {
+            None
+        };
+        let w = held.map_or(now, |h| h.min(now));
+        self.watermark_ns = self.watermark_ns.max(w);
     }
 
     fn stamp(&mut self, ts_ns: u64) -> u64 {
@@ -1984,6 +2029,7 @@ impl Writer {
         self.flush_out()?;
         self.preamble_accounting = Some(codec::encode_to_vec(&AccountingRecord {
             snapshot: true,
+            watermark_ns: self.watermark_ns,
             kinds: nonzero(&totals),
         }));
         self.preamble_stale = true;
@@ -1992,6 +2038,7 @@ impl Writer {
             at,
             &AccountingRecord {
                 snapshot: false,
+                watermark_ns: self.watermark_ns,
                 kinds: changed,
             },
         );

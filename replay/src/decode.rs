@@ -265,6 +265,9 @@ pub struct Summary {
 pub struct Accounting {
     /// Whether it holds every kind's totals, and everything before it is in it.
     pub snapshot: bool,
+    /// Its watermark (0: none): every event that happened before it is in the log
+    /// before this record.
+    pub watermark_ns: u64,
     /// Counters by kind.
     pub kinds: BTreeMap<String, Counters>,
 }
@@ -500,6 +503,7 @@ impl Decoder {
                 }
                 Body::Accounting(Accounting {
                     snapshot: a.snapshot,
+                    watermark_ns: a.watermark_ns.to_native(),
                     kinds,
                 })
             }

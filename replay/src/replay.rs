@@ -31,6 +31,8 @@ pub struct Replay {
     stream_max_ns: Option<u64>,
     /// A record of the second pass waiting for the late records that go before it.
     pending: Option<Record>,
+    /// Records the first pass read ([`Order::Happened`]).
+    first_pass_read: u64,
     done: bool,
 }
 
@@ -47,6 +49,11 @@ struct Scan {
     chain_verified: bool,
     last_read: Option<(u64, u64)>,
     last_seen: Option<u64>,
+    /// Records taken from the log, whatever became of them.
+    read: u64,
+    /// The highest watermark read so far (0: none): every event that happened before it
+    /// was written before the record that carries it.
+    watermark_ns: u64,
 }
 
 impl Replay {
@@ -66,6 +73,7 @@ impl Replay {
                 late: None,
                 stream_max_ns: None,
                 pending: None,
+                first_pass_read: 0,
                 done: false,
             });
         }
@@ -88,6 +96,7 @@ impl Replay {
                 late: None,
                 stream_max_ns: None,
                 pending: None,
+                first_pass_read: 0,
                 done: true,
             });
         };
@@ -100,6 +109,7 @@ impl Replay {
             late: Some(late.into()),
             stream_max_ns: None,
             pending: None,
+            first_pass_read: first.read,
             done: false,
         })
     }
@@ -108,6 +118,13 @@ impl Replay {
     /// log read without its key).
     pub fn chain_verified(&self) -> bool {
         self.scan.chain_verified
+    }
+
+    /// How many records this read has taken from the log so far (both passes, with
+    /// [`Order::Happened`]), the dictionary records before the range included: what a
+    /// bounded read costs.
+    pub fn records_read(&self) -> u64 {
+        self.first_pass_read + self.scan.read
     }
 
     /// The seq and timestamp of the last record read inside the seq and time range,
@@ -191,6 +208,8 @@ impl Scan {
             chain_verified: reader.chain_verified(),
             last_read: None,
             last_seen: None,
+            read: 0,
+            watermark_ns: 0,
         };
         if query.empty_by_bounds() {
             return Ok(scan);
@@ -221,6 +240,12 @@ impl Scan {
                 return Ok(None);
             };
             let raw = raw?;
+            self.read += 1;
+            if raw.record_type() == codec::ACCOUNTING
+                && let Some(w) = codec::accounting_watermark_ns(raw.payload())
+            {
+                self.watermark_ns = self.watermark_ns.max(w);
+            }
             let seq = raw.seq().0;
             if seq < self.start {
                 self.decoder.learn(&raw)?;
@@ -239,9 +264,9 @@ impl Scan {
         }
     }
 
-    /// The record `raw` as the query selects it, or `None`. Past `until`, the first
-    /// incident marker (or any record, for a query that selects no events) ends the
-    /// scan (see [`Query`]).
+    /// The record `raw` as the query selects it, or `None`. Once a watermark past
+    /// `until` was read, the first record written after `until` (any, for a query that
+    /// selects no events) ends the scan (see [`Query`]).
     fn select(&mut self, raw: &blackbox::LogRecord) -> Result<Option<Record>> {
         let seq = raw.seq().0;
         let tag = raw.record_type();
@@ -249,10 +274,11 @@ impl Scan {
             && raw.ts_ns() > until
         {
             // Written after `until`: only an event that happened by then can still be
-            // selected (a pre-roll event, written when its incident was triggered). The
-            // first incident marker written after `until` closes the only pre-roll that
-            // can hold one.
-            if !self.scan_past_until || tag == codec::INCIDENT {
+            // selected (a pre-roll event, written when its incident was triggered, or
+            // one that reached the writer behind later ones). A watermark past `until`
+            // says every event that happened by then is written before it; every other
+            // record happens when it is written.
+            if !self.scan_past_until || self.watermark_ns > until {
                 self.records = None;
                 return Ok(None);
             }
