@@ -16,9 +16,9 @@ pub enum Order {
     Log,
     /// By when each record happened ([`Record::happened_ns`]), then by seq: pre-roll
     /// events, written when their incident was triggered, come where they happened.
-    /// Two passes over the range; the records that reached the log out of time order
-    /// (pre-roll runs, events stamped behind later ones) are held in memory between
-    /// them.
+    /// Two passes over the range; of the records that reached the log out of time order
+    /// (pre-roll runs, events stamped behind later ones), only (happened, seq) is kept
+    /// between them, 16 bytes each: the second pass reads them again.
     Happened,
 }
 

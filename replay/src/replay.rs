@@ -24,15 +24,20 @@ use crate::query::{Order, Query};
 #[derive(Debug)]
 pub struct Replay {
     scan: Scan,
-    /// [`Order::Happened`]: the records that reached the log out of time order, sorted
-    /// by (happened, seq), found by a first pass; the second pass merges them in.
-    late: Option<VecDeque<Record>>,
+    /// [`Order::Happened`]: the records that reached the log out of time order, as
+    /// (happened, seq) sorted, found by a first pass; the second pass reads them again
+    /// and merges them in. 16 bytes each: the records themselves are not held.
+    late: Option<VecDeque<(u64, u64)>>,
+    /// Reads the late records again, in the order they are merged in.
+    late_reader: Option<LateReader>,
     /// The latest time among the records the second pass yields in stream.
     stream_max_ns: Option<u64>,
     /// A record of the second pass waiting for the late records that go before it.
     pending: Option<Record>,
     /// Records the first pass read ([`Order::Happened`]).
     first_pass_read: u64,
+    /// The most decoded records held at once.
+    held_max: usize,
     done: bool,
 }
 
@@ -71,9 +76,11 @@ impl Replay {
             return Ok(Replay {
                 scan: Scan::open(dir, query)?,
                 late: None,
+                late_reader: None,
                 stream_max_ns: None,
                 pending: None,
                 first_pass_read: 0,
+                held_max: 0,
                 done: false,
             });
         }
@@ -84,19 +91,21 @@ impl Replay {
         while let Some(r) = first.next_record()? {
             let t = r.happened_ns();
             if max_ns.is_some_and(|m| t < m) {
-                late.push(r);
+                late.push((t, r.seq));
             } else {
                 max_ns = Some(t);
             }
         }
-        late.sort_by_key(|r| (r.happened_ns(), r.seq));
+        late.sort_unstable();
         let Some(last) = first.last_seen else {
             return Ok(Replay {
                 scan: first,
                 late: None,
+                late_reader: None,
                 stream_max_ns: None,
                 pending: None,
                 first_pass_read: 0,
+                held_max: 0,
                 done: true,
             });
         };
@@ -104,12 +113,28 @@ impl Replay {
         // the same records, classified the same way.
         let mut second = query.clone();
         second.to_seq = Some(second.to_seq.map_or(last, |t| t.min(last)));
+        let late_reader = LateReader {
+            reader: LogReader::open_with(
+                dir,
+                ReaderOptions {
+                    key: query.key.clone(),
+                },
+            )?,
+            records: None,
+            next_seq: 0,
+            last_seq: last,
+            // It knows every name of the range: a name, once given, never changes.
+            decoder: first.decoder.clone(),
+            read: 0,
+        };
         Ok(Replay {
             scan: Scan::open(dir, &second)?,
             late: Some(late.into()),
+            late_reader: Some(late_reader),
             stream_max_ns: None,
             pending: None,
             first_pass_read: first.read,
+            held_max: 0,
             done: false,
         })
     }
@@ -124,7 +149,14 @@ impl Replay {
     /// [`Order::Happened`]), the dictionary records before the range included: what a
     /// bounded read costs.
     pub fn records_read(&self) -> u64 {
-        self.first_pass_read + self.scan.read
+        self.first_pass_read + self.scan.read + self.late_reader.as_ref().map_or(0, |l| l.read)
+    }
+
+    /// The most decoded records this read held at once (with [`Order::Happened`], the
+    /// record waiting in stream and a late one read again; the late records themselves
+    /// cost 16 bytes each between the passes): what its memory grows with.
+    pub fn records_held_max(&self) -> usize {
+        self.held_max
     }
 
     /// The seq and timestamp of the last record read inside the seq and time range,
@@ -145,21 +177,77 @@ impl Replay {
                 }
                 self.stream_max_ns = Some(t);
                 self.pending = Some(r);
+                self.held_max = self.held_max.max(1);
                 break;
             }
         }
-        let late_first = self
-            .late
-            .as_ref()
-            .and_then(VecDeque::front)
-            .map(|r| (r.happened_ns(), r.seq));
-        Ok(match (&self.pending, late_first) {
-            (Some(p), Some(l)) if l < (p.happened_ns(), p.seq) => {
-                self.late.as_mut().and_then(VecDeque::pop_front)
+        let late_first = self.late.as_ref().and_then(VecDeque::front).copied();
+        let take_late = match (&self.pending, late_first) {
+            (Some(p), Some(l)) => l < (p.happened_ns(), p.seq),
+            (None, l) => l.is_some(),
+            (Some(_), None) => false,
+        };
+        if !take_late {
+            return Ok(self.pending.take());
+        }
+        let Some((_, seq)) = self.late.as_mut().and_then(VecDeque::pop_front) else {
+            return Ok(None);
+        };
+        let Some(reader) = self.late_reader.as_mut() else {
+            return Ok(None);
+        };
+        let record = reader.read(seq)?;
+        // The record waiting in stream, and this one.
+        self.held_max = self.held_max.max(usize::from(self.pending.is_some()) + 1);
+        Ok(Some(record))
+    }
+}
+
+/// Reads again, by seq, the records the first pass of a read in time order found late:
+/// forward in one pass while they come in seq order (a pre-roll run is written in the
+/// order it happened), with a seek for each one behind the last read or far ahead.
+#[derive(Debug)]
+struct LateReader {
+    reader: LogReader,
+    records: Option<Records>,
+    /// The seq `records` yields next.
+    next_seq: u64,
+    /// The last seq of the range the first pass read.
+    last_seq: u64,
+    decoder: Decoder,
+    /// Records taken from the log.
+    read: u64,
+}
+
+/// How far ahead a late record may be for the reader to read up to it rather than seek.
+const LATE_SKIP_MAX: u64 = 4096;
+
+impl LateReader {
+    /// The record at `seq`, decoded.
+    fn read(&mut self, seq: u64) -> Result<Record> {
+        let behind_or_far = seq < self.next_seq || seq - self.next_seq > LATE_SKIP_MAX;
+        if self.records.is_none() || behind_or_far {
+            self.records = Some(self.reader.records(Seq(seq)..=Seq(self.last_seq))?);
+            self.next_seq = seq;
+        }
+        let gone = || crate::error::Error::Decode {
+            seq,
+            record_type: 0,
+            reason: "the record the first pass read is no longer in the log".to_owned(),
+        };
+        let records = self.records.as_mut().ok_or_else(gone)?;
+        loop {
+            let raw = records.next().ok_or_else(gone)??;
+            self.read += 1;
+            let at = raw.seq().0;
+            self.next_seq = at.saturating_add(1);
+            if at == seq {
+                return self.decoder.decode(&raw);
             }
-            (Some(_), _) => self.pending.take(),
-            (None, _) => self.late.as_mut().and_then(VecDeque::pop_front),
-        })
+            if at > seq {
+                return Err(gone());
+            }
+        }
     }
 }
 

@@ -573,3 +573,79 @@ fn until_finds_pre_roll_events_the_ring_held_when_a_watermark_was_written() {
     let want: Vec<u64> = (2_500..=3_500).step_by(10).map(|ms| t0 + ms * MS).collect();
     assert_eq!(times, want);
 }
+
+#[test]
+fn reading_in_time_order_holds_a_bounded_number_of_records_however_many_came_late() {
+    // Guards a past bug: the first pass of a read in time order kept every record that
+    // reached the log out of time order, decoded (92 MB for 100 incidents of 2000
+    // pre-roll events). Now it keeps 16 bytes per such record and reads them again.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let t0 = 1_767_323_045 * SEC;
+    let clock = ManualClock::new(t0);
+    let policy = Policy::builder()
+        .rule("sensor.*", Tier::Summary { window_ns: SEC })
+        .incident(IncidentPolicy {
+            preroll_ns: 500 * MS,
+            postroll_ns: 10 * MS,
+            ..IncidentPolicy::new(&["failure.*"])
+        })
+        .build()
+        .unwrap();
+    let recorder = Recorder::open(
+        &dir,
+        Config::new()
+            .policy(policy)
+            .clock(Arc::new(clock.clone()))
+            .log_options(LogOptions::new().segment_bytes_max(256 << 10))
+            .checkpoint_interval_ns(None),
+    )
+    .unwrap();
+    // 20 incidents, one every 2 s, each with 500 ms of pre-roll at 1 kHz, written
+    // behind the ticks of that half second.
+    for ms in 0..40_000u64 {
+        clock.set_ns(t0 + ms * MS);
+        recorder
+            .record(&Event::new("sensor.x").values(&[("ms", ms as f64)]))
+            .unwrap();
+        // Written as it happens: the pre-roll written at a trigger comes after it.
+        if ms % 5 == 0 {
+            recorder.record(&Event::new("robot.tick")).unwrap();
+        }
+        if ms % 2_000 == 1_999 {
+            recorder.record(&Event::new("failure.a")).unwrap();
+        }
+    }
+    recorder.close().unwrap();
+
+    // By hand: the log order sorted by (happened, seq).
+    let log_order = blackbox_replay::Query::new().order(blackbox_replay::Order::Log);
+    let mut want: Vec<(u64, u64)> = blackbox_replay::Replay::open(&dir, &log_order)
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.happened_ns(), r.seq)
+        })
+        .collect();
+    want.sort_unstable();
+    // The command's default order.
+    let happened = blackbox_replay::Query::new().order(blackbox_replay::Order::Happened);
+    let mut replay = blackbox_replay::Replay::open(&dir, &happened).unwrap();
+    let got: Vec<(u64, u64)> = replay
+        .by_ref()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.happened_ns(), r.seq)
+        })
+        .collect();
+    assert_eq!(got, want);
+    let late = want.windows(2).filter(|w| w[1].1 < w[0].1).count();
+    assert!(late >= 20, "{late} runs out of log order");
+    let records = want.len();
+    assert!(records > 15_000, "{records} records");
+    assert!(
+        replay.records_held_max() <= 2,
+        "held {} decoded records at once",
+        replay.records_held_max()
+    );
+}
