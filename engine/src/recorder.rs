@@ -1018,10 +1018,20 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
     Ok(restored)
 }
 
+/// Adds an entry stamped `ts` to a sliding-window minimum (see `Writer::ring_min`).
+fn push_min(mins: &mut VecDeque<(u64, u64)>, ts: u64, id: u64) {
+    while mins.back().is_some_and(|&(t, _)| t >= ts) {
+        mins.pop_back();
+    }
+    mins.push_back((ts, id));
+}
+
 /// A sampled-out or summarized event kept for a possible incident.
 #[derive(Debug)]
 struct RingEntry {
     msg: EventMsg,
+    /// Its place in the order of arrival, for `Writer::ring_min`.
+    id: u64,
 }
 
 /// The open summary window of one kind.
@@ -1086,6 +1096,11 @@ struct Writer {
     windows: BTreeMap<(u32, u64), Window>,
     ring: VecDeque<RingEntry>,
     ring_bytes: usize,
+    /// The ring's oldest stamp, kept as a sliding-window minimum: (stamp, id) of the
+    /// entries no later entry is older than, oldest first. Its front is the ring's
+    /// oldest stamp, in O(1) amortized: the watermark needs it at every batch's end.
+    ring_min: VecDeque<(u64, u64)>,
+    ring_next_id: u64,
     /// Post-roll windows `[trigger, end)` of the triggers taken, sorted and merged.
     spans: VecDeque<Span>,
     last_stamp_ns: u64,
@@ -1167,6 +1182,8 @@ impl Writer {
             windows: BTreeMap::new(),
             ring: VecDeque::new(),
             ring_bytes: 0,
+            ring_min: VecDeque::new(),
+            ring_next_id: 0,
             spans: VecDeque::new(),
             last_stamp_ns: restored.last_ts_ns,
             named_upto: 0,
@@ -1511,6 +1528,7 @@ impl Writer {
             c.lost += w.count;
         }
         self.ring.clear();
+        self.ring_min.clear();
         self.ring_bytes = 0;
     }
 
@@ -1576,7 +1594,7 @@ impl Writer {
             return;
         }
         let held = if ring {
-            self.ring.iter().map(|e| e.msg.ts_ns).min()
+            self.ring_min.front().map(|&(ts, _)| ts)
         } else {
             None
         };
@@ -1747,6 +1765,7 @@ impl Writer {
         let preroll_start = ts.saturating_sub(incident.preroll_ns);
         let mut preroll_events = 0u64;
         let mut later = VecDeque::new();
+        self.ring_min.clear();
         while let Some(entry) = self.ring.pop_front() {
             let t = entry.msg.ts_ns;
             if t > ts {
@@ -1761,6 +1780,9 @@ impl Writer {
                 self.emit_event(entry.msg, WrittenTier::Preroll, 1.0);
                 preroll_events += 1;
             }
+        }
+        for e in &later {
+            push_min(&mut self.ring_min, e.msg.ts_ns, e.id);
         }
         self.ring = later;
         let kind = msg.kind.id;
@@ -1792,15 +1814,27 @@ impl Writer {
         let Some(incident) = &self.incident else {
             return;
         };
-        self.ring_bytes += msg.size_bytes();
-        self.ring.push_back(RingEntry { msg });
         let max = usize::try_from(incident.preroll_bytes_max).unwrap_or(usize::MAX);
+        self.ring_bytes += msg.size_bytes();
+        let id = self.ring_next_id;
+        self.ring_next_id += 1;
+        push_min(&mut self.ring_min, msg.ts_ns, id);
+        self.ring.push_back(RingEntry { msg, id });
         while self.ring_bytes > max {
-            match self.ring.pop_front() {
-                Some(e) => self.ring_bytes -= e.msg.size_bytes(),
-                None => break,
+            if self.ring_pop_front().is_none() {
+                break;
             }
         }
+    }
+
+    /// Takes the ring's first entry, keeping `ring_bytes` and `ring_min` with it.
+    fn ring_pop_front(&mut self) -> Option<RingEntry> {
+        let e = self.ring.pop_front()?;
+        self.ring_bytes -= e.msg.size_bytes();
+        if self.ring_min.front().is_some_and(|&(_, id)| id == e.id) {
+            self.ring_min.pop_front();
+        }
+        Some(e)
     }
 
     /// Drops ring events older than the pre-roll window of an event stamped `now_ns`.
@@ -1815,9 +1849,7 @@ impl Writer {
         }
         let horizon = now_ns.saturating_sub(incident.preroll_ns);
         while self.ring.front().is_some_and(|e| e.msg.ts_ns < horizon) {
-            if let Some(e) = self.ring.pop_front() {
-                self.ring_bytes -= e.msg.size_bytes();
-            }
+            self.ring_pop_front();
         }
     }
 
@@ -2161,4 +2193,38 @@ fn nonzero(totals: &[Counters]) -> Vec<(u32, Counters)> {
         .filter(|(_, c)| **c != Counters::default())
         .map(|(k, c)| (u32::try_from(k).unwrap_or(u32::MAX), *c))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::push_min;
+
+    #[test]
+    fn the_sliding_minimum_is_the_oldest_stamp_of_the_window() {
+        // The ring's entries arrive in any stamp order and leave from the front; the
+        // minimum's front must be the window's smallest stamp, by hand (a scan).
+        let mut window: VecDeque<(u64, u64)> = VecDeque::new();
+        let mut mins = VecDeque::new();
+        let mut x = 12_345u64;
+        for id in 0..5_000u64 {
+            // A small linear congruential generator: arrival times that wander.
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let ts = 1_000 + id + (x >> 54);
+            push_min(&mut mins, ts, id);
+            window.push_back((ts, id));
+            if (x >> 40).is_multiple_of(3) {
+                for _ in 0..((x >> 20) % 4) {
+                    if let Some((_, gone)) = window.pop_front()
+                        && mins.front().is_some_and(|&(_, m)| m == gone)
+                    {
+                        mins.pop_front();
+                    }
+                }
+            }
+            let by_hand = window.iter().map(|&(t, _)| t).min();
+            assert_eq!(mins.front().map(|&(t, _)| t), by_hand, "after {id}");
+        }
+    }
 }
