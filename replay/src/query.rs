@@ -33,7 +33,7 @@ pub enum Order {
 /// by `until` goes on past `until` to the first accounting record whose watermark is
 /// past `until` (every event that happened before the watermark is written before that
 /// record), about the pre-roll's length plus one accounting interval later; or to the
-/// end of the log, when none follows (as in logs written before watermarks).
+/// end of the log, when none follows.
 ///
 /// By default a query selects the whole log and every record type except
 /// [`RecordType::Dictionary`] (the dictionary is how ids read, not content; ask for it
