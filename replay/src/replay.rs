@@ -59,6 +59,9 @@ struct Scan {
     /// The highest watermark read so far (0: none): every event that happened before it
     /// was written before the record that carries it.
     watermark_ns: u64,
+    /// The second pass of a read in time order: events that happened before this are
+    /// the late ones, merged in by seq; they are passed over without being decoded.
+    late_below_ns: Option<u64>,
 }
 
 impl Replay {
@@ -169,6 +172,7 @@ impl Replay {
     /// in-order record and the first late one.
     fn next_happened(&mut self) -> Result<Option<Record>> {
         if self.pending.is_none() {
+            self.scan.late_below_ns = self.stream_max_ns;
             while let Some(r) = self.scan.next_record()? {
                 let t = r.happened_ns();
                 if self.stream_max_ns.is_some_and(|m| t < m) {
@@ -298,6 +302,7 @@ impl Scan {
             last_seen: None,
             read: 0,
             watermark_ns: 0,
+            late_below_ns: None,
         };
         if query.empty_by_bounds() {
             return Ok(scan);
@@ -340,7 +345,22 @@ impl Scan {
                 continue;
             }
             self.last_seen = Some(seq);
-            if self.query.to_seq.is_some_and(|t| seq >= t) {
+            let last = self.query.to_seq.is_some_and(|t| seq >= t);
+            if let Some(below) = self.late_below_ns
+                && raw.record_type() == codec::EVENT
+                && codec::access::<codec::ArchivedEventRecord>(raw.payload())
+                    .is_ok_and(|e| e.recorded_ns.to_native() < below)
+            {
+                if self.query.until_ns.is_none_or(|u| raw.ts_ns() <= u) {
+                    self.last_read = Some((seq, raw.ts_ns()));
+                }
+                if last {
+                    self.records = None;
+                    return Ok(None);
+                }
+                continue;
+            }
+            if last {
                 // The range's last record: nothing after it is read, so damage right
                 // after a range does not fail it.
                 self.records = None;
