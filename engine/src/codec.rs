@@ -236,8 +236,10 @@ impl Counters {
 /// Per-kind running totals. An ordinary accounting record lists the kinds whose totals
 /// changed since the log's previous accounting record (a kind it does not list keeps its
 /// totals); a snapshot (`snapshot` set: a segment preamble's, or the one a session
-/// writes into a segment that holds no record yet) lists every kind's, and everything
-/// before it is in it. Readers fold them with [`fold_accounting`], never by position.
+/// writes into a segment that holds no record yet) lists every kind's: the fold of the
+/// accounting records before it, or of those up to the one right after it when that
+/// one started its segment (folding on from the snapshot gives the same totals either
+/// way). Readers fold them with [`fold_accounting`], never by position.
 #[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct AccountingRecord {
     /// Whether this record holds the totals of every kind (a snapshot), not only those
@@ -251,10 +253,11 @@ pub struct AccountingRecord {
     pub kinds: Vec<(u32, Counters)>,
 }
 
-/// Folds one accounting record into running `totals`: a snapshot replaces them all
-/// (everything before it is in it), any other record updates the kinds it lists. The
-/// one rule every reader of the totals uses (the recorder's restore, `stats`, `state`,
-/// export weights).
+/// Folds one accounting record into running `totals`: a snapshot replaces them all (it
+/// holds the fold of the records before it, see [`AccountingRecord`]), any other record
+/// updates the kinds it lists. The one rule every reader of the totals uses (the
+/// recorder's restore, `stats`, `state`; export weights, which reconcile rows between
+/// ordinary records, pass snapshots over).
 pub fn fold_accounting<K: Ord>(
     totals: &mut BTreeMap<K, Counters>,
     snapshot: bool,

@@ -947,7 +947,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
                 }
             } else if t == codec::ACCOUNTING && !accounting_done {
                 if codec::is_accounting_snapshot(r.payload()) == Some(true) {
-                    // Everything before this snapshot is in it.
+                    // It holds the fold of the records before it: start from it.
                     seg_accounting.clear();
                     holds_snapshot = true;
                 }

@@ -263,7 +263,8 @@ pub struct Summary {
 /// and export weights do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accounting {
-    /// Whether it holds every kind's totals, and everything before it is in it.
+    /// Whether it holds every kind's totals (the fold of the accounting records before
+    /// it, or of the one right after it when that record starts the segment).
     pub snapshot: bool,
     /// Its watermark (0: none): every event that happened before it is in the log
     /// before this record.

@@ -153,8 +153,10 @@ impl Weights {
             let raw = raw?;
             let seq = raw.seq().0;
             let tag = raw.record_type();
-            // A snapshot (a segment preamble's, flagged so) repeats the totals of every
-            // kind; it ends no interval.
+            // A snapshot (a segment preamble's, flagged so) holds the totals of every
+            // kind, those of the interval the next accounting record closes included
+            // when that record started the segment: it ends no interval, and the rows
+            // before it are reconciled with that record.
             if tag == codec::ACCOUNTING
                 && codec::is_accounting_snapshot(raw.payload()) == Some(true)
             {
@@ -212,9 +214,7 @@ impl Weights {
                         seq,
                         &latest_sample,
                     );
-                    for (kind, c) in a.kinds {
-                        w.totals.insert(kind, c);
-                    }
+                    a.fold_into(&mut w.totals);
                     w.last_accounting_seq = Some(seq);
                     interval_start = seq + 1;
                     w.range.see(range, seq, raw.ts_ns(), &w.totals);
