@@ -7,6 +7,8 @@
 //! of that seq's segment up to it; every segment opens with the full dictionary (the
 //! log's segment preamble), so a segment can be read alone.
 
+use std::collections::BTreeMap;
+
 use blackbox_log::RecordType;
 use rkyv::rancor;
 
@@ -234,14 +236,56 @@ impl Counters {
     }
 }
 
-/// Per-kind running totals: an accounting record lists the kinds whose totals changed
-/// since the log's previous accounting record (a kind it does not list keeps its
-/// totals). A segment's preamble holds the totals of every kind, so a reader folds the
-/// accounting records from the start of a segment that opens with them.
+/// Per-kind running totals. An ordinary accounting record lists the kinds whose totals
+/// changed since the log's previous accounting record (a kind it does not list keeps its
+/// totals); a snapshot (`snapshot` set: a segment preamble's, or the one a session
+/// writes into a segment that holds no record yet) lists every kind's: the fold of the
+/// accounting records before it, or of those up to the one right after it when that
+/// one started its segment (folding on from the snapshot gives the same totals either
+/// way). Readers fold them with [`fold_accounting`], never by position.
 #[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct AccountingRecord {
+    /// Whether this record holds the totals of every kind (a snapshot), not only those
+    /// that changed.
+    pub snapshot: bool,
+    /// The watermark (ns, recorder time; 0: none): every event that happened (was
+    /// stamped) before it is in the log before this record. A reader bounded by when
+    /// events happened stops at the first record whose watermark is past its bound.
+    pub watermark_ns: u64,
     /// (interned kind, counters), sorted by kind id.
     pub kinds: Vec<(u32, Counters)>,
+}
+
+/// Folds one accounting record into running `totals`: a snapshot replaces them all (it
+/// holds the fold of the records before it, see [`AccountingRecord`]), any other record
+/// updates the kinds it lists. The one rule every reader of the totals uses (the
+/// recorder's restore, `stats`, `state`; export weights, which reconcile rows between
+/// ordinary records, pass snapshots over).
+pub fn fold_accounting<K: Ord>(
+    totals: &mut BTreeMap<K, Counters>,
+    snapshot: bool,
+    kinds: impl IntoIterator<Item = (K, Counters)>,
+) {
+    if snapshot {
+        totals.clear();
+    }
+    totals.extend(kinds);
+}
+
+/// An accounting record's watermark (0: none); `None` when the payload is not a valid
+/// accounting record.
+pub fn accounting_watermark_ns(payload: &[u8]) -> Option<u64> {
+    access::<ArchivedAccountingRecord>(payload)
+        .ok()
+        .map(|a| a.watermark_ns.to_native())
+}
+
+/// Whether an accounting record's payload is a snapshot; `None` when it is not a valid
+/// accounting record.
+pub fn is_accounting_snapshot(payload: &[u8]) -> Option<bool> {
+    access::<ArchivedAccountingRecord>(payload)
+        .ok()
+        .map(|a| a.snapshot)
 }
 
 /// An incident: a trigger event and the window captured around it.

@@ -449,6 +449,8 @@ mod tests {
             prop_assert!(bytes.len() <= dictionary_record_bytes_max(names.len(), name_bytes));
             let full = Counters { seen: u64::MAX, ..Counters::default() };
             let record = AccountingRecord {
+                snapshot: true,
+                watermark_ns: u64::MAX,
                 kinds: (1..=u32::try_from(kinds).unwrap()).map(|k| (k, full)).collect(),
             };
             let bytes = codec::encode_to_vec(&record);

@@ -229,6 +229,12 @@ struct Shared {
     closed: AtomicBool,
     /// The writer thread, to wake it from its poll when a caller waits for a reply.
     writer: OnceLock<std::thread::Thread>,
+    /// Events this session that producers are about to stamp or have stamped for the
+    /// writer, less those that will never reach it (dropped after the stamp, refused,
+    /// lost to overflow). Counted before the clock is read: when it equals what the
+    /// writer received, every event stamped before the writer's last clock reading has
+    /// reached it (the watermark, [`Writer::advance_watermark`]).
+    stamped: AtomicU64,
 }
 
 /// A trigger a producer stamped, until the writer takes it.
@@ -366,6 +372,7 @@ impl Recorder {
                 notify_writer(tx.clone()),
             )),
             postroll_until_ns: AtomicU64::new(0),
+            stamped: AtomicU64::new(0),
             triggers: Mutex::new(Vec::new()),
             triggers_pending: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
@@ -469,6 +476,7 @@ impl Recorder {
                     // never dips.
                     m.kind.overflow.fetch_add(1, Ordering::SeqCst);
                     m.kind.sent.fetch_sub(1, Ordering::SeqCst);
+                    self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
                     if m.kind.class.trigger {
                         // The writer will never see it: its post-roll still holds.
                         self.shared.trigger_lost(m.ts_ns);
@@ -487,6 +495,7 @@ impl Recorder {
     fn unsend(&self, msg: &Msg) {
         if let Msg::Event(m) | Msg::Evidence(m, _) = msg {
             m.kind.sent.fetch_sub(1, Ordering::SeqCst);
+            self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
             if m.kind.class.trigger {
                 self.shared.trigger_withdrawn(m.ts_ns);
             }
@@ -553,6 +562,9 @@ impl Recorder {
         for &(name, v) in event.values {
             values.push((self.shared.names.intern(name)?, v));
         }
+        // IMPORTANT: counted before the clock is read (see `Shared::stamped`); every
+        // path below that does not hand the event to the writer takes it back.
+        self.shared.stamped.fetch_add(1, Ordering::SeqCst);
         let ts_ns = if class.trigger
             && let Some(incident) = self.shared.policy.incident()
         {
@@ -574,6 +586,7 @@ impl Recorder {
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 );
+                self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
                 return self.count_dropped(kind);
             }
         }
@@ -583,6 +596,7 @@ impl Recorder {
         kind.sent.fetch_add(1, Ordering::SeqCst);
         if self.shared.stopped() {
             kind.sent.fetch_sub(1, Ordering::SeqCst);
+            self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
             if class.trigger {
                 self.shared.trigger_withdrawn(ts_ns);
             }
@@ -922,11 +936,11 @@ struct Restored {
 
 /// Restores the dictionary, the accounting totals and the working memory from the log,
 /// reading back from the last segment: to the last segment that opens with the
-/// dictionary (or the first) for the names; to the last segment whose preamble holds an
-/// accounting snapshot (or the first) for the totals, folding every accounting record
-/// from there; and as far as the last checkpoint, whose memory the working-memory
-/// deltas after it are then folded into (reading forward from it): the memory is what
-/// the log holds, also after a crash that left no checkpoint at the end.
+/// dictionary (or the first) for the names; to the last segment that holds an
+/// accounting snapshot (or the first) for the totals, folding the accounting records
+/// from its last snapshot on; and as far as the last checkpoint, whose memory the
+/// working-memory deltas after it are then folded into (reading forward from it): the
+/// memory is what the log holds, also after a crash that left no checkpoint at the end.
 fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restored> {
     let segments = blackbox_log::list_segments(dir)?;
     let reader = LogReader::open(dir)?;
@@ -946,7 +960,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
         let mut seg_dict = Vec::new();
         let mut seg_accounting = Vec::new();
         let mut opens_with_dict = false;
-        let mut opens_with_totals = false;
+        let mut holds_snapshot = false;
         let mut last_checkpoint = None;
         let range = match end {
             Some(end) => reader.records(Seq(seg.first_seq)..Seq(end))?,
@@ -957,10 +971,6 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             let t = r.record_type();
             if n == 0 {
                 opens_with_dict = t == codec::DICTIONARY;
-            }
-            // The preamble: the dictionary, then the accounting snapshot.
-            if n == 1 && opens_with_dict && t == codec::ACCOUNTING {
-                opens_with_totals = true;
             }
             if t == codec::DICTIONARY && !dict_done {
                 let seq = r.seq().0;
@@ -975,9 +985,10 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
                     seg_dict.push((seq, e.0.to_native(), e.1.as_str().to_owned()));
                 }
             } else if t == codec::ACCOUNTING && !accounting_done {
-                if opens_with_totals && n == 1 {
-                    // Everything before this snapshot is in it.
+                if codec::is_accounting_snapshot(r.payload()) == Some(true) {
+                    // It holds the fold of the records before it: start from it.
                     seg_accounting.clear();
+                    holds_snapshot = true;
                 }
                 seg_accounting.push(r);
             } else if t == codec::CHECKPOINT && !checkpoint_done {
@@ -990,7 +1001,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
         }
         if !accounting_done {
             accounting_segments.push(seg_accounting);
-            accounting_done = opens_with_totals || i == 0;
+            accounting_done = holds_snapshot || i == 0;
         }
         if let Some(r) = last_checkpoint {
             checkpoint = Some(r);
@@ -1033,6 +1044,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             reason: format!("dictionary record: {reason}"),
         })?;
     }
+    let mut totals: BTreeMap<u32, Counters> = BTreeMap::new();
     for r in accounting_segments.into_iter().rev().flatten() {
         let seq = r.seq().0;
         let bad = |e: rkyv::rancor::Error| Error::Restore {
@@ -1040,6 +1052,7 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             reason: format!("accounting record: {e}"),
         };
         let a = codec::access::<codec::ArchivedAccountingRecord>(r.payload()).map_err(bad)?;
+        let mut kinds = Vec::with_capacity(a.kinds.len());
         for e in a.kinds.iter() {
             let kind = e.0.to_native();
             if fold.name(kind).is_none() {
@@ -1052,22 +1065,36 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
             }
             let c: Counters =
                 rkyv::deserialize::<Counters, rkyv::rancor::Error>(&e.1).map_err(bad)?;
-            // The id is at most NAMES_PER_LOG_MAX: the dictionary names it.
-            let i = kind as usize;
-            if restored.totals.len() <= i {
-                restored.totals.resize(i + 1, Counters::default());
-            }
-            restored.totals[i] = c;
+            kinds.push((kind, c));
         }
+        codec::fold_accounting(&mut totals, a.snapshot, kinds);
+    }
+    for (kind, c) in totals {
+        // The id is at most NAMES_PER_LOG_MAX: the dictionary names it.
+        let i = kind as usize;
+        if restored.totals.len() <= i {
+            restored.totals.resize(i + 1, Counters::default());
+        }
+        restored.totals[i] = c;
     }
     shared.names.restore(&fold);
     Ok(restored)
+}
+
+/// Adds an entry stamped `ts` to a sliding-window minimum (see `Writer::ring_min`).
+fn push_min(mins: &mut VecDeque<(u64, u64)>, ts: u64, id: u64) {
+    while mins.back().is_some_and(|&(t, _)| t >= ts) {
+        mins.pop_back();
+    }
+    mins.push_back((ts, id));
 }
 
 /// A sampled-out or summarized event kept for a possible incident.
 #[derive(Debug)]
 struct RingEntry {
     msg: EventMsg,
+    /// Its place in the order of arrival, for `Writer::ring_min`.
+    id: u64,
 }
 
 /// The open summary window of one kind.
@@ -1132,6 +1159,11 @@ struct Writer {
     windows: BTreeMap<(u32, u64), Window>,
     ring: VecDeque<RingEntry>,
     ring_bytes: usize,
+    /// The ring's oldest stamp, kept as a sliding-window minimum: (stamp, id) of the
+    /// entries no later entry is older than, oldest first. Its front is the ring's
+    /// oldest stamp, in O(1) amortized: the watermark needs it at every batch's end.
+    ring_min: VecDeque<(u64, u64)>,
+    ring_next_id: u64,
     /// Post-roll windows `[trigger, end)` of the triggers taken, sorted and merged.
     spans: VecDeque<Span>,
     last_stamp_ns: u64,
@@ -1164,6 +1196,9 @@ struct Writer {
     /// Write a checkpoint of the empty memory when the session opens: the log holds a
     /// memory this session did not restore.
     reset_working: bool,
+    /// The watermark: every event stamped before it is in the log before the next
+    /// record written (0: none established yet). Written in every accounting record.
+    watermark_ns: u64,
 }
 
 /// A post-roll window of the triggers taken: `[start_ns, end_ns)`.
@@ -1218,6 +1253,8 @@ impl Writer {
             windows: BTreeMap::new(),
             ring: VecDeque::new(),
             ring_bytes: 0,
+            ring_min: VecDeque::new(),
+            ring_next_id: 0,
             spans: VecDeque::new(),
             last_stamp_ns: restored.last_ts_ns,
             named_upto: 0,
@@ -1234,6 +1271,7 @@ impl Writer {
             failure_accounted: false,
             logged: restored.working,
             reset_working,
+            watermark_ns: 0,
             shared,
         }
     }
@@ -1241,8 +1279,11 @@ impl Writer {
     /// Writes the full dictionary, so this session's records are self-describing even
     /// in a segment that opened before the dictionary was set as its preamble, and sets
     /// the preamble: every segment this session starts opens with the dictionary and
-    /// the restored totals.
+    /// the restored totals. When the active segment holds no record yet (recovery
+    /// created it after a crash during a roll), the totals follow the dictionary as a
+    /// snapshot too: the segment then opens with the whole preamble, as every other.
     fn open_session(&mut self, recovery: &Recovery) -> Result<()> {
+        let segment_empty = self.log.active_segment_first_seq() == self.log.next_seq();
         if recovery.torn_bytes_cut > 0 {
             // Stamped with the log's last stamp: the cut happened after it.
             let at = self.last_stamp_ns;
@@ -1267,11 +1308,18 @@ impl Writer {
         }
         let all = self.shared.names.all();
         if !all.is_empty() {
-            self.emit_dictionary(all, self.shared.clock.now_ns());
+            let now = self.shared.clock.now_ns();
+            self.emit_dictionary(all, now);
             if self.base.iter().any(|c| *c != Counters::default()) {
-                self.preamble_accounting = Some(codec::encode_to_vec(&AccountingRecord {
+                let snapshot = AccountingRecord {
+                    snapshot: true,
+                    watermark_ns: 0,
                     kinds: nonzero(&self.base),
-                }));
+                };
+                self.preamble_accounting = Some(codec::encode_to_vec(&snapshot));
+                if segment_empty {
+                    self.emit_encoded(codec::ACCOUNTING, now, &snapshot);
+                }
             }
         }
         self.flush_out()?;
@@ -1352,6 +1400,7 @@ impl Writer {
             result = self.drain_before_close(rx, &mut waiting);
         }
         if result.is_ok() {
+            self.advance_watermark(true);
             result = self.timers(self.shared.clock.now_ns());
         }
         if result.is_ok() {
@@ -1572,6 +1621,7 @@ impl Writer {
             c.lost += w.count;
         }
         self.ring.clear();
+        self.ring_min.clear();
         self.ring_bytes = 0;
     }
 
@@ -1609,6 +1659,8 @@ impl Writer {
         // Every change made before the close reaches the log; later ones do not.
         let changes = self.shared.working.stop_journal();
         self.emit_changes(changes);
+        // The ring is never written now: it holds the watermark back no more.
+        self.advance_watermark(false);
         // Nothing is queued behind these records: they take the clock's time.
         let now = self.shared.clock.now_ns();
         let open: Vec<(u32, u64)> = self.windows.keys().copied().collect();
@@ -1622,6 +1674,29 @@ impl Writer {
         }
         self.flush_out()?;
         Ok(self.log.sync()?)
+    }
+
+    /// Raises the watermark at the end of a batch. The clock is read first, then the
+    /// producers' `stamped` count: if the writer has received that many events, every
+    /// event stamped before the clock reading has reached it (one not counted yet is
+    /// counted after the load, so it reads the clock after this reading). What reached
+    /// it is in the log by the next record written, but for the events the pre-roll
+    /// ring holds, which an incident may still write (with `ring`): the watermark is
+    /// the clock reading or the oldest of those, the largest so far. Under a burst that
+    /// never lets the counts meet, it stays where it was: a reader then reads further,
+    /// never less.
+    fn advance_watermark(&mut self, ring: bool) {
+        let now = self.shared.clock.now_ns();
+        if self.shared.stamped.load(Ordering::SeqCst) != self.received {
+            return;
+        }
+        let held = if ring {
+            self.ring_min.front().map(|&(ts, _)| ts)
+        } else {
+            None
+        };
+        let w = held.map_or(now, |h| h.min(now));
+        self.watermark_ns = self.watermark_ns.max(w);
     }
 
     /// The stamp of a record asked for at `ts_ns`: that time, or the last stamp when it
@@ -1834,6 +1909,7 @@ impl Writer {
         let preroll_start = ts.saturating_sub(incident.preroll_ns);
         let mut preroll_events = 0u64;
         let mut later = VecDeque::new();
+        self.ring_min.clear();
         while let Some(entry) = self.ring.pop_front() {
             let t = entry.msg.ts_ns;
             if t > ts {
@@ -1848,6 +1924,9 @@ impl Writer {
                 self.emit_event(entry.msg, WrittenTier::Preroll, 1.0);
                 preroll_events += 1;
             }
+        }
+        for e in &later {
+            push_min(&mut self.ring_min, e.msg.ts_ns, e.id);
         }
         self.ring = later;
         let kind = msg.kind.id;
@@ -1878,15 +1957,27 @@ impl Writer {
         let Some(incident) = &self.incident else {
             return;
         };
-        self.ring_bytes += msg.size_bytes();
-        self.ring.push_back(RingEntry { msg });
         let max = usize::try_from(incident.preroll_bytes_max).unwrap_or(usize::MAX);
+        self.ring_bytes += msg.size_bytes();
+        let id = self.ring_next_id;
+        self.ring_next_id += 1;
+        push_min(&mut self.ring_min, msg.ts_ns, id);
+        self.ring.push_back(RingEntry { msg, id });
         while self.ring_bytes > max {
-            match self.ring.pop_front() {
-                Some(e) => self.ring_bytes -= e.msg.size_bytes(),
-                None => break,
+            if self.ring_pop_front().is_none() {
+                break;
             }
         }
+    }
+
+    /// Takes the ring's first entry, keeping `ring_bytes` and `ring_min` with it.
+    fn ring_pop_front(&mut self) -> Option<RingEntry> {
+        let e = self.ring.pop_front()?;
+        self.ring_bytes -= e.msg.size_bytes();
+        if self.ring_min.front().is_some_and(|&(_, id)| id == e.id) {
+            self.ring_min.pop_front();
+        }
+        Some(e)
     }
 
     /// Drops ring events older than the pre-roll window of an event stamped `now_ns`.
@@ -1901,9 +1992,7 @@ impl Writer {
         }
         let horizon = now_ns.saturating_sub(incident.preroll_ns);
         while self.ring.front().is_some_and(|e| e.msg.ts_ns < horizon) {
-            if let Some(e) = self.ring.pop_front() {
-                self.ring_bytes -= e.msg.size_bytes();
-            }
+            self.ring_pop_front();
         }
     }
 
@@ -2116,10 +2205,20 @@ impl Writer {
         // Everything queued before the record goes first, under the snapshot before it.
         self.flush_out()?;
         self.preamble_accounting = Some(codec::encode_to_vec(&AccountingRecord {
+            snapshot: true,
+            watermark_ns: self.watermark_ns,
             kinds: nonzero(&totals),
         }));
         self.preamble_stale = true;
-        self.emit_encoded(codec::ACCOUNTING, at, &AccountingRecord { kinds: changed });
+        self.emit_encoded(
+            codec::ACCOUNTING,
+            at,
+            &AccountingRecord {
+                snapshot: false,
+                watermark_ns: self.watermark_ns,
+                kinds: changed,
+            },
+        );
         self.flush_out()?;
         self.accounted = totals;
         Ok(())
@@ -2239,4 +2338,38 @@ fn nonzero(totals: &[Counters]) -> Vec<(u32, Counters)> {
         .filter(|(_, c)| **c != Counters::default())
         .map(|(k, c)| (u32::try_from(k).unwrap_or(u32::MAX), *c))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::push_min;
+
+    #[test]
+    fn the_sliding_minimum_is_the_oldest_stamp_of_the_window() {
+        // The ring's entries arrive in any stamp order and leave from the front; the
+        // minimum's front must be the window's smallest stamp, by hand (a scan).
+        let mut window: VecDeque<(u64, u64)> = VecDeque::new();
+        let mut mins = VecDeque::new();
+        let mut x = 12_345u64;
+        for id in 0..5_000u64 {
+            // A small linear congruential generator: arrival times that wander.
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let ts = 1_000 + id + (x >> 54);
+            push_min(&mut mins, ts, id);
+            window.push_back((ts, id));
+            if (x >> 40).is_multiple_of(3) {
+                for _ in 0..((x >> 20) % 4) {
+                    if let Some((_, gone)) = window.pop_front()
+                        && mins.front().is_some_and(|&(_, m)| m == gone)
+                    {
+                        mins.pop_front();
+                    }
+                }
+            }
+            let by_hand = window.iter().map(|&(t, _)| t).min();
+            assert_eq!(mins.front().map(|&(t, _)| t), by_hand, "after {id}");
+        }
+    }
 }

@@ -4,8 +4,12 @@
 //! into infinity past `f64::MAX` (about 1.8e308), which a summary would then report as
 //! a sum and a mean of infinity. [`WideSum`] keeps a Neumaier-compensated sum, and
 //! beside it the same sum scaled down by 2^64, which cannot overflow for fewer than
-//! 2^63 finite values: when the plain sum overflows, the mean still comes out finite
-//! and exact to rounding.
+//! 2^63 finite values. The sum is judged by its final value, not by the partial sums
+//! on the way: while no partial sum left the `f64` range it is the plain compensated
+//! sum; once one did, it is the scaled sum scaled back, which is finite (and not
+//! flagged) whenever the final sum fits, as `MAX + MAX - MAX` does. Only then are terms
+//! below about 2^-1010 (1e-304) rounded: scaled by 2^-64 they fall among the subnormal
+//! numbers. The mean comes out finite and exact to rounding either way.
 
 /// The scale of the overflow-proof sum: values are multiplied by `2^-SCALE_EXP`.
 const SCALE_EXP: i32 = 64;
@@ -16,11 +20,12 @@ pub(crate) struct WideSum {
     /// Neumaier sum and its compensation, at the values' own scale.
     sum: f64,
     compensation: f64,
-    /// The same at `2^-SCALE_EXP`, used once the plain sum has overflowed.
+    /// The same at `2^-SCALE_EXP`, used once a plain partial sum has overflowed.
     scaled: f64,
     scaled_compensation: f64,
-    /// Whether the plain sum of finite values left the `f64` range.
-    overflowed: bool,
+    /// Whether a plain partial sum of finite values left the `f64` range (the final sum
+    /// may still fit).
+    partial_overflowed: bool,
     /// Whether a value was not finite (the sum is then what IEEE arithmetic says).
     non_finite: bool,
 }
@@ -47,34 +52,35 @@ impl WideSum {
             &mut self.scaled_compensation,
             v * (-SCALE_EXP as f64).exp2(),
         );
-        if !self.overflowed {
+        if !self.partial_overflowed {
             neumaier(&mut self.sum, &mut self.compensation, v);
             if !self.non_finite && !(self.sum + self.compensation).is_finite() {
-                self.overflowed = true;
+                self.partial_overflowed = true;
             }
         }
     }
 
-    /// The sum: finite whenever every value was finite and the sum fits an `f64`; ±∞
-    /// when it does not fit (then [`WideSum::overflowed`] says so).
+    /// The scaled sum at the values' own scale: finite exactly when the sum fits.
+    fn unscaled(&self) -> f64 {
+        (self.scaled + self.scaled_compensation) * f64::from(SCALE_EXP).exp2()
+    }
+
+    /// The sum: finite whenever every value was finite and the final sum fits an `f64`
+    /// (whatever the partial sums did); ±∞ when it does not fit (then
+    /// [`WideSum::overflowed`] says so).
     pub(crate) fn sum(&self) -> f64 {
         if self.non_finite {
             return self.sum;
         }
-        if self.overflowed {
-            let total = self.scaled + self.scaled_compensation;
-            return if total.is_sign_negative() {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            };
+        if self.partial_overflowed {
+            return self.unscaled();
         }
         self.sum + self.compensation
     }
 
-    /// Whether the sum of finite values left the `f64` range.
+    /// Whether the final sum of finite values is beyond the `f64` range.
     pub(crate) fn overflowed(&self) -> bool {
-        self.overflowed && !self.non_finite
+        !self.non_finite && self.partial_overflowed && !self.unscaled().is_finite()
     }
 
     /// The mean of `count` values, kept within `[min, max]`: finite whenever every
@@ -138,12 +144,34 @@ mod tests {
         let mean = s.mean(10, 1e308, 1e308);
         assert!(mean.is_finite());
         assert!((mean - 1e308).abs() <= 1e308 * 1e-15, "{mean}");
+    }
 
-        // MAX, MAX, -MAX: the sum fits again after the overflow, but the plain sum
-        // already lost it; the mean is MAX / 3 by hand.
+    #[test]
+    fn a_sum_that_fits_after_a_partial_sum_overflowed_is_exact_and_not_flagged() {
+        // Guards a past bug: once a partial sum left the f64 range the flag stayed set,
+        // and the window reported `"sum": null, "sum_overflow": true` for a sum that
+        // fits. By hand: MAX + MAX - MAX = MAX; its mean is MAX / 3.
         let s = sum_of(&[f64::MAX, f64::MAX, -f64::MAX]);
+        assert!(!s.overflowed());
+        assert_eq!(s.sum(), f64::MAX);
         let mean = s.mean(3, -f64::MAX, f64::MAX);
         assert!((mean - f64::MAX / 3.0).abs() <= f64::MAX * 1e-15, "{mean}");
+
+        // 1.7e308 + 1.7e308 - 1.7e308 = 1.7e308 (the partial sum 3.4e308 overflows).
+        let s = sum_of(&[1.7e308, 1.7e308, -1.7e308]);
+        assert!(!s.overflowed());
+        assert_eq!(s.sum(), 1.7e308);
+
+        // ±1.7e308 twice each, in an order whose partial sums overflow both ways: 0.
+        let s = sum_of(&[1.7e308, 1.7e308, -1.7e308, -1.7e308, -1.7e308, 1.7e308]);
+        assert!(!s.overflowed());
+        assert_eq!(s.sum(), 0.0);
+        assert_eq!(s.mean(6, -1.7e308, 1.7e308), 0.0);
+
+        // Back out of the range after coming back into it: flagged again.
+        let s = sum_of(&[1.7e308, 1.7e308, -1.7e308, 1.7e308]);
+        assert!(s.overflowed());
+        assert_eq!(s.sum(), f64::INFINITY);
     }
 
     #[test]

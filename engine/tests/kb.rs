@@ -100,7 +100,8 @@ fn value_of(i: usize) -> Value {
     match i {
         0 => json!("open"),
         1 => json!("closed"),
-        _ => json!({"x": 1.5}),
+        2 => json!({"x": 1.5}),
+        n => json!(format!("v{n:02}")),
     }
 }
 
@@ -179,9 +180,11 @@ fn confidence() -> impl Strategy<Value = f64> {
     ]
 }
 
-fn action() -> impl Strategy<Value = Action> {
+/// An action on one of the first `keys` keys, with one of `values` values; refutations
+/// weigh `refute` against 5 for claims.
+fn action(keys: usize, values: usize, refute: u32) -> impl Strategy<Value = Action> {
     prop_oneof![
-        5 => (0..KEYS.len(), 0..3usize, confidence(), 0..4usize).prop_map(
+        5 => (0..keys, 0..values, confidence(), 0..4usize).prop_map(
             |(key, value, confidence, conditions)| Action::Assert {
                 key,
                 value,
@@ -189,8 +192,8 @@ fn action() -> impl Strategy<Value = Action> {
                 conditions
             }
         ),
-        2 => (0..KEYS.len(), 0..3usize).prop_map(|(key, value)| Action::Refute { key, value }),
-        1 => (0..KEYS.len()).prop_map(|key| Action::Retract { key }),
+        refute => (0..keys, 0..values).prop_map(|(key, value)| Action::Refute { key, value }),
+        1 => (0..keys).prop_map(|key| Action::Retract { key }),
         1 => (0..100u64).prop_map(|pick| Action::Revert { pick }),
     ]
 }
@@ -204,9 +207,13 @@ fn cites() -> impl Strategy<Value = Cites> {
 }
 
 fn step() -> impl Strategy<Value = Step> {
+    step_of(action(KEYS.len(), 3, 2))
+}
+
+fn step_of(action: impl Strategy<Value = Action>) -> impl Strategy<Value = Step> {
     (
         prop_oneof![2 => Just(0u64), 3 => 0..4 * HALF_LIFE_NS],
-        action(),
+        action,
         cites(),
     )
         .prop_map(|(advance_ns, action, cites)| Step {
@@ -528,12 +535,17 @@ fn run_step(rec: &Recorder, clock: &ManualClock, model: &mut Model, step: &Step,
                     .map(|(key, state)| Change {
                         key: key.clone(),
                         fact: state.as_ref().map(reference::Key::fact),
+                        let_go: state
+                            .as_ref()
+                            .map(reference::Key::let_go_now)
+                            .unwrap_or_default(),
                     })
                     .collect(),
             };
             let mut like = want.clone();
             for (w, g) in like.changes.iter_mut().zip(&commit.record.changes) {
                 w.fact = reference::like_opt(g.fact.as_ref(), w.fact.as_ref());
+                reference::like_rivals(&g.let_go, &mut w.let_go);
             }
             assert_eq!(commit.record, like, "step {i}: {step:?}");
             model.push(now, changes);
@@ -699,6 +711,26 @@ proptest! {
     /// steps runs on the reopened recorder).
     #[test]
     fn kb_matches_the_model(steps in prop::collection::vec(step(), 1..40)) {
+        run_model(&steps);
+    }
+
+    /// Guards a past bug: a refuted value past the 16 a fact keeps was forgotten in the
+    /// commit that refuted it, so it could become the fact again. Many refutations of
+    /// many values on one key: every commit (with the values it let go), every read and
+    /// `rejected()` are what the reference model gives, where a value let go stays
+    /// refuted until its key loses its fact or a revert restores a version before.
+    #[test]
+    fn kb_matches_the_model_past_the_refuted_bound(
+        steps in prop::collection::vec(step_of(action(1, 30, 30)), 30..100)
+    ) {
+        run_model(&steps);
+    }
+}
+
+/// Runs `steps` on a recorder and on the model, checking every commit and every read,
+/// before and after reopens.
+fn run_model(steps: &[Step]) {
+    {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(T0);
         let mut model = Model::new();
@@ -1711,6 +1743,59 @@ fn refuting_a_value_never_claimed_remembers_a_failed_hypothesis() {
         kb.rejected().unwrap(),
         vec![rejection(json!(true), 1), rejection(json!(false), 2)]
     );
+}
+
+#[test]
+fn a_refuted_value_past_the_bound_is_remembered_and_stays_rejected() {
+    // Guards a past bug: the fact keeps 16 refuted values besides its own, and the
+    // 17th (confidence 0, last by JSON text) was cut in the very commit that refuted
+    // it: `rejected()` never listed it, and claimed again it became the fact,
+    // superseded and believed.
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let value = |i: u64| json!(format!("v{i:02}"));
+    for i in 1..=18u64 {
+        let s = obs(&rec);
+        let c = kb.refute("k", &value(i), Provenance::new([s])).unwrap();
+        assert_eq!((c.version, c.outcome), (i, Outcome::Rejected));
+    }
+    let f = fact(kb, "k");
+    assert_eq!(f.value, value(1));
+    assert_eq!(f.refuted.len(), adjudicate::REFUTED_KEPT);
+    assert!(f.refuted.iter().all(|r| r.value != value(18)));
+    let listed: Vec<(Value, Version, u64)> = kb
+        .rejected()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.value, r.version, r.refutations))
+        .collect();
+    let want: Vec<(Value, Version, u64)> = (1..=18).map(|i| (value(i), i, 1)).collect();
+    assert_eq!(listed, want);
+
+    // Claimed again at 0.9, v18 is still refuted: 0.9 × 0.1 = 0.09, the strongest value
+    // of the key now, but rejected, and listed no second time.
+    let s = obs(&rec);
+    let c = kb
+        .assert(
+            "k",
+            value(18),
+            0.9,
+            &Conditions::new(),
+            Provenance::new([s]),
+        )
+        .unwrap();
+    assert_eq!(c.outcome, Outcome::Rejected);
+    let f = fact(kb, "k");
+    assert_eq!((f.value.clone(), f.status), (value(18), Status::Rejected));
+    assert_eq!((f.refutations, f.evidence_count), (1, 1));
+    assert!(close_to(f.confidence, 0.09), "{}", f.confidence);
+    assert_eq!(kb.rejected().unwrap().len(), 18);
+    // A second refutation of a value the fact let go counts against it, once.
+    let s = obs(&rec);
+    let c = kb.refute("k", &value(17), Provenance::new([s])).unwrap();
+    assert_eq!(c.outcome, Outcome::Refuted);
+    let c = kb.refute("k", &value(17), Provenance::new([s])).unwrap();
+    assert_eq!(c.outcome, Outcome::Duplicate);
 }
 
 #[test]

@@ -209,3 +209,35 @@ fn a_hostile_dictionary_is_refused_at_open_naming_its_seq() {
     let rec = Recorder::open(dir.path(), Config::new()).unwrap();
     rec.close().unwrap();
 }
+
+/// Guards a past bug: every segment opens with the dictionary and the accounting
+/// snapshot, and the size limit counted them, so once they outgrew it every event got
+/// a segment of its own (65 535 kinds and 4096-byte segments: 204 segments of 6 MB for
+/// 200 events). The limit now counts the records after the preamble.
+#[test]
+fn many_names_do_not_make_a_segment_of_every_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || Config::new().log_options(LogOptions::new().segment_bytes_max(4096));
+    let rec = Recorder::open(dir.path(), config()).unwrap();
+    // 1500 kinds of 40 bytes: a preamble of about 80 KB, 20 times the limit.
+    for i in 0..1_500 {
+        rec.record(&Event::new(&format!("robot.many.kinds.{i:0>20}")).json("{}"))
+            .unwrap();
+    }
+    rec.close().unwrap();
+    drop(rec);
+    let before = blackbox::log::list_segments(dir.path()).unwrap().len();
+    let rec = Recorder::open(dir.path(), config()).unwrap();
+    for i in 0..200 {
+        rec.record(&Event::new("robot.tick").json(&format!("{{\"i\":{i}}}")))
+            .unwrap();
+    }
+    rec.close().unwrap();
+    let segments = blackbox::log::list_segments(dir.path()).unwrap();
+    // By hand: 200 events of well under 100 bytes each take under 20 000 bytes of
+    // records: a few segments of 4096 bytes after their preamble, not 200.
+    let added = segments.len() - before;
+    assert!(added <= 12, "{added} segments for 200 events");
+    let recs = common::read_log(dir.path());
+    assert_eq!(common::count_events(&recs, "robot.tick", "full"), 200);
+}

@@ -46,9 +46,22 @@ pub const CLAIMS_KEPT: usize = 32;
 /// of it, small.
 pub const RIVALS_KEPT: usize = 8;
 
-/// How many refuted values a fact keeps: the strongest. One pushed out stays in the
-/// key's history, and in [`crate::KnowledgeBase::rejected`].
+/// How many refuted values a fact keeps: the strongest. One pushed out is let go by the
+/// fact, not forgotten: the commit carries it ([`Adjudicated::let_go`]), the view
+/// remembers it, and a later claim or refutation of it starts from that state
+/// ([`assert`]'s and [`refute`]'s `remembered`), so it stays refuted and listed by
+/// [`crate::KnowledgeBase::rejected`].
 pub const REFUTED_KEPT: usize = 16;
+
+/// A key's new state after a write that changed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adjudicated {
+    /// The key's new fact.
+    pub fact: Fact,
+    /// The refuted values the fact no longer holds since this write (past
+    /// [`REFUTED_KEPT`]), each as it was then: they are remembered, not forgotten.
+    pub let_go: Vec<Rival>,
+}
 
 /// A claim being adjudicated.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,12 +165,18 @@ fn unheard(value: &Value) -> Rival {
     }
 }
 
-/// Every value the key holds, its fact's first, each decayed by `age_ns`.
-fn values_of(fact: Option<&Fact>, age_ns: u64, half_life_ns: u64) -> Vec<Rival> {
+/// Every value the key holds, its fact's first, then `remembered` if the fact does not
+/// hold its value, each decayed by `age_ns`.
+fn values_of(
+    fact: Option<&Fact>,
+    remembered: Option<&Rival>,
+    age_ns: u64,
+    half_life_ns: u64,
+) -> Vec<Rival> {
     let Some(fact) = fact else {
         return Vec::new();
     };
-    let mut values = Vec::with_capacity(1 + fact.rivals.len() + fact.refuted.len());
+    let mut values = Vec::with_capacity(2 + fact.rivals.len() + fact.refuted.len());
     values.push(Rival {
         value: fact.value.clone(),
         confidence: fact.confidence,
@@ -170,6 +189,11 @@ fn values_of(fact: Option<&Fact>, age_ns: u64, half_life_ns: u64) -> Vec<Rival> 
     });
     values.extend(fact.rivals.iter().cloned());
     values.extend(fact.refuted.iter().cloned());
+    if let Some(r) = remembered
+        && !values.iter().any(|v| v.value == r.value)
+    {
+        values.push(r.clone());
+    }
     for v in &mut values {
         for k in &mut v.claims {
             *k = effective(*k, age_ns, half_life_ns);
@@ -192,8 +216,8 @@ fn index_of(values: &mut Vec<Rival>, value: &Value) -> usize {
 
 /// The key's fact from all its values: the value of highest confidence (of equal ones,
 /// the first by JSON text), its rivals and its refuted values, strongest first, each
-/// list cut to its bound.
-fn assemble(key: &str, values: Vec<Rival>, created: Version, updated: Version) -> Fact {
+/// list cut to its bound (the refuted values cut are let go, to be remembered).
+fn assemble(key: &str, values: Vec<Rival>, created: Version, updated: Version) -> Adjudicated {
     let mut ranked: Vec<(String, Rival)> = values
         .into_iter()
         .map(|mut v| {
@@ -214,8 +238,8 @@ fn assemble(key: &str, values: Vec<Rival>, created: Version, updated: Version) -
     };
     let (mut refuted, mut rivals): (Vec<Rival>, Vec<Rival>) = rest.partition(|v| v.refutations > 0);
     rivals.truncate(RIVALS_KEPT);
-    refuted.truncate(REFUTED_KEPT);
-    Fact {
+    let let_go = refuted.split_off(refuted.len().min(REFUTED_KEPT));
+    let fact = Fact {
         key: key.to_owned(),
         status: status(held.confidence, &rivals),
         value: held.value,
@@ -230,21 +254,25 @@ fn assemble(key: &str, values: Vec<Rival>, created: Version, updated: Version) -
         updated,
         rivals,
         refuted,
-    }
+    };
+    Adjudicated { fact, let_go }
 }
 
 /// Adjudicates `claim` at `version` against the key's current fact, whose confidences
-/// are `age_ns` old. Returns what happened and the key's new fact, or `None` when the
-/// claim changes nothing (outcome [`Outcome::Duplicate`]: every seq it cites is already
-/// counted for its value).
+/// are `age_ns` old, and `remembered`: the claimed value's state when the fact let it
+/// go, aged to the fact's `updated` version, if the fact let it go (ignored when the
+/// fact holds the value). Returns what happened and the key's new state, or `None`
+/// when the claim changes nothing (outcome [`Outcome::Duplicate`]: every seq it cites
+/// is already counted for its value).
 pub fn assert(
     current: Option<&Fact>,
+    remembered: Option<&Rival>,
     age_ns: u64,
     half_life_ns: u64,
     claim: &Claim<'_>,
     version: Version,
-) -> (Outcome, Option<Fact>) {
-    let mut values = values_of(current, age_ns, half_life_ns);
+) -> (Outcome, Option<Adjudicated>) {
+    let mut values = values_of(current, remembered, age_ns, half_life_ns);
     let i = index_of(&mut values, claim.value);
     let target = &mut values[i];
     if !merge_evidence(&mut target.provenance, claim.evidence) {
@@ -279,7 +307,7 @@ pub fn assert(
     let outcome = match current {
         None => Outcome::Created,
         Some(_) if refuted => Outcome::Rejected,
-        Some(before) if fact.value == *claim.value => {
+        Some(before) if fact.fact.value == *claim.value => {
             if before.value == *claim.value {
                 Outcome::Corroborated
             } else {
@@ -292,19 +320,25 @@ pub fn assert(
 }
 
 /// Adjudicates a refutation of `value` for `key` at `version`, citing `evidence`.
-/// Returns what happened and the key's new fact, or `None` when the refutation changes
-/// nothing (outcome [`Outcome::Duplicate`]: every seq it cites is already counted
-/// against the value). A value the key never held is remembered as a failed hypothesis.
+/// `remembered` is as for [`assert`]. Returns what happened and the key's new state, or
+/// `None` when the refutation changes nothing (outcome [`Outcome::Duplicate`]: every
+/// seq it cites is already counted against the value). A value the key never held is
+/// remembered as a failed hypothesis.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a refutation has that many parts"
+)]
 pub fn refute(
     current: Option<&Fact>,
+    remembered: Option<&Rival>,
     age_ns: u64,
     half_life_ns: u64,
     key: &str,
     value: &Value,
     evidence: &[u64],
     version: Version,
-) -> (Outcome, Option<Fact>) {
-    let mut values = values_of(current, age_ns, half_life_ns);
+) -> (Outcome, Option<Adjudicated>) {
+    let mut values = values_of(current, remembered, age_ns, half_life_ns);
     let known = values.iter().any(|v| v.value == *value);
     let was_fact = current.is_some_and(|f| f.value == *value);
     let i = index_of(&mut values, value);

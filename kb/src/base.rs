@@ -8,11 +8,11 @@ use blackbox_log::ChainKey;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::adjudicate::{self, Claim};
+use crate::adjudicate::{self, Adjudicated, Claim};
 use crate::error::{Error, Result};
 use crate::model::{
     AsOf, Change, Commit, CommitRecord, Committed, Conditions, Difference, Fact, Op, Outcome,
-    Provenance, Rejection, Version,
+    Provenance, Rejection, Rival, Version,
 };
 use crate::view::View;
 
@@ -179,6 +179,7 @@ impl KnowledgeBase {
         self.commit(provenance, |kb, version, now, evidence| {
             let current = kb.view.get(key)?;
             let age = kb.age(current.as_ref(), now)?;
+            let remembered = kb.remembered(current.as_ref(), &value)?;
             let claim = Claim {
                 key,
                 value: &value,
@@ -188,6 +189,7 @@ impl KnowledgeBase {
             };
             let (outcome, fact) = adjudicate::assert(
                 current.as_ref(),
+                remembered.as_ref(),
                 age,
                 kb.options.half_life_ns,
                 &claim,
@@ -217,8 +219,10 @@ impl KnowledgeBase {
         self.commit(provenance, |kb, version, now, evidence| {
             let current = kb.view.get(key)?;
             let age = kb.age(current.as_ref(), now)?;
+            let remembered = kb.remembered(current.as_ref(), value)?;
             let (outcome, fact) = adjudicate::refute(
                 current.as_ref(),
+                remembered.as_ref(),
                 age,
                 kb.options.half_life_ns,
                 key,
@@ -400,6 +404,34 @@ impl KnowledgeBase {
         self.view.version()
     }
 
+    /// The state of `value` when the key's fact let it go (a refuted value past
+    /// [`adjudicate::REFUTED_KEPT`]), aged to the fact's `updated` version; `None` when
+    /// the fact holds the value or never let it go.
+    fn remembered(&self, fact: Option<&Fact>, value: &Value) -> Result<Option<Rival>> {
+        let Some(fact) = fact else { return Ok(None) };
+        let held = fact.value == *value
+            || fact
+                .rivals
+                .iter()
+                .chain(&fact.refuted)
+                .any(|r| r.value == *value);
+        if held {
+            return Ok(None);
+        }
+        let Some((let_go, mut rival)) = self.view.let_go(&fact.key, value)? else {
+            return Ok(None);
+        };
+        let then = self.view.commit_time(let_go)?;
+        let updated = self.view.commit_time(fact.updated)?;
+        if let (Some(then), Some(updated)) = (then, updated) {
+            let age = updated.saturating_sub(then);
+            for k in &mut rival.claims {
+                *k = adjudicate::effective(*k, age, self.options.half_life_ns);
+            }
+        }
+        Ok(Some(rival))
+    }
+
     /// How old the fact's confidence is at `now`: since its last change's commit.
     fn age(&self, fact: Option<&Fact>, now: u64) -> Result<u64> {
         let Some(fact) = fact else { return Ok(0) };
@@ -469,15 +501,24 @@ impl KnowledgeBase {
     }
 }
 
-/// The changes of an adjudicated write: the key's new fact, or none when the write
-/// changed nothing.
-fn changed(key: &str, fact: Option<Fact>) -> Vec<Change> {
-    fact.map(|f| vec![change(key, Some(f))]).unwrap_or_default()
+/// The changes of an adjudicated write: the key's new fact with the refuted values it
+/// let go, or none when the write changed nothing.
+fn changed(key: &str, state: Option<Adjudicated>) -> Vec<Change> {
+    state
+        .map(|s| {
+            vec![Change {
+                key: key.to_owned(),
+                fact: Some(s.fact),
+                let_go: s.let_go,
+            }]
+        })
+        .unwrap_or_default()
 }
 
 fn change(key: &str, fact: Option<Fact>) -> Change {
     Change {
         key: key.to_owned(),
         fact,
+        let_go: Vec::new(),
     }
 }

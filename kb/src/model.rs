@@ -242,6 +242,11 @@ pub struct Change {
     pub key: String,
     /// Its state after the commit.
     pub fact: Option<Fact>,
+    /// The refuted values its fact let go in this commit (past
+    /// [`crate::adjudicate::REFUTED_KEPT`]), as they were then: the knowledge base
+    /// remembers them, so they stay refuted and listed by `rejected()`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub let_go: Vec<Rival>,
 }
 
 /// A commit, as its log record carries it. Its time and seq are the record's.

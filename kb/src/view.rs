@@ -1,6 +1,6 @@
 //! The fjall view: the knowledge base's commits, materialized for fast reads.
 //!
-//! Five keyspaces in one fjall `Database`:
+//! Seven keyspaces in one fjall `Database`:
 //!
 //! | keyspace | key | value |
 //! |---|---|---|
@@ -9,6 +9,7 @@
 //! | `commits` | version (u64 BE) | the commit with its seq and time (JSON) |
 //! | `times` | time ns (u64 BE) ‖ version (u64 BE) | empty |
 //! | `versions` | version (u64 BE) | its commit's time ns (u64 BE) |
+//! | `let_go` | key ‖ `0x00` ‖ blake3 of the value's JSON text | a refuted value the key's fact let go: the version that let it go and the value's state then (JSON) |
 //! | `meta` | `applied` | last applied version (u64 BE) ‖ its seq (u64 BE) |
 //! | `meta` | `layout` | [`LAYOUT`]: a view of another layout is cleared and rebuilt |
 //!
@@ -21,7 +22,7 @@
 //! together with the applied version, and [`View::catch_up`] re-applies from the log
 //! whatever the view lacks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
@@ -30,7 +31,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AsOf, Commit, CommitRecord, Conditions, Difference, Fact, Rejection, Status, Version,
+    AsOf, Commit, CommitRecord, Conditions, Difference, Fact, Op, Rejection, Rival, Status, Version,
 };
 
 /// The record type of a knowledge-base commit in the log.
@@ -40,10 +41,10 @@ const APPLIED: &[u8] = b"applied";
 const LAYOUT_KEY: &[u8] = b"layout";
 
 /// The version of the view's layout, and of the facts it stores (2: every value of a
-/// key with its claims and refutations). A view written with another one (or none) is
+/// key with its claims and refutations; 3: the refuted values facts let go). A view written with another one (or none) is
 /// cleared when opened and rebuilt from the log by the catch-up that follows: the view
 /// is a cache of the log, never migrated.
-pub const LAYOUT: u8 = 2;
+pub const LAYOUT: u8 = 3;
 const REBUILDING: &[u8] = b"rebuilding";
 
 /// One entry of [`View::dump`]: keyspace, key, value.
@@ -58,7 +59,17 @@ pub struct View {
     commits: Keyspace,
     times: Keyspace,
     versions: Keyspace,
+    let_go: Keyspace,
     meta: Keyspace,
+}
+
+/// A refuted value a key's fact let go, as the `let_go` keyspace holds it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LetGo {
+    /// The commit that let it go.
+    version: Version,
+    /// The value's state then.
+    state: Rival,
 }
 
 impl std::fmt::Debug for View {
@@ -85,6 +96,23 @@ fn history_key(key: &[u8], version: Version) -> Vec<u8> {
     k.extend_from_slice(key);
     k.push(0);
     k.extend_from_slice(&be(!version));
+    k
+}
+
+/// `key ‖ 0x00`: the prefix of every `let_go` entry of the key.
+fn let_go_prefix(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 33);
+    k.extend_from_slice(key);
+    k.push(0);
+    k
+}
+
+/// `key ‖ 0x00 ‖ blake3(value's JSON text)`: a value's text may be longer than a fjall
+/// key may be.
+fn let_go_key(key: &[u8], value: &serde_json::Value) -> Vec<u8> {
+    let mut k = let_go_prefix(key);
+    let text = serde_json::to_string(value).unwrap_or_default();
+    k.extend_from_slice(blake3::hash(text.as_bytes()).as_bytes());
     k
 }
 
@@ -145,6 +173,7 @@ impl View {
             commits: ks("commits")?,
             times: ks("times")?,
             versions: ks("versions")?,
+            let_go: ks("let_go")?,
             meta: ks("meta")?,
             db,
             path,
@@ -249,6 +278,42 @@ impl View {
         }
         let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
         for change in &commit.record.changes {
+            // What the key's fact let go is remembered along its lineage (see
+            // `lineage_let_go`): a key that loses its fact forgets all of it (as it
+            // forgets its rivals and its refuted values), and a revert gives back what
+            // the key remembered at the version it restores.
+            let restored = match (&change.fact, &commit.record.op) {
+                (None, _) => Some(BTreeMap::new()),
+                (Some(_), Op::Revert { version: target }) => Some(lineage_let_go(*target, |v| {
+                    self.lineage_step(&change.key, v)
+                })?),
+                (Some(_), _) => None,
+            };
+            if let Some(restored) = restored {
+                for g in self.let_go.prefix(let_go_prefix(change.key.as_bytes())) {
+                    let k = g.key().map_err(self.err("read"))?;
+                    batch.remove(&self.let_go, k);
+                }
+                for (_, (let_go, state)) in restored {
+                    let key = let_go_key(change.key.as_bytes(), &state.value);
+                    let entry = LetGo {
+                        version: let_go,
+                        state,
+                    };
+                    batch.insert(&self.let_go, key, self.encode(&entry)?);
+                }
+            }
+            for state in &change.let_go {
+                let entry = LetGo {
+                    version,
+                    state: state.clone(),
+                };
+                batch.insert(
+                    &self.let_go,
+                    let_go_key(change.key.as_bytes(), &state.value),
+                    self.encode(&entry)?,
+                );
+            }
             let json = self.encode(&change.fact)?;
             batch.insert(
                 &self.history,
@@ -343,6 +408,7 @@ impl View {
             &self.commits,
             &self.times,
             &self.versions,
+            &self.let_go,
         ] {
             ks.clear().map_err(self.err("clear"))?;
         }
@@ -411,6 +477,28 @@ impl View {
                 let (_, value) = g.into_inner().map_err(self.err("read"))?;
                 self.decode("history entry", &value)
             }
+        }
+    }
+
+    /// The state of `value` when the fact of `key` let it go (a refuted value past
+    /// [`crate::adjudicate::REFUTED_KEPT`]), with the version that let it go; `None`
+    /// when it never did, or the key forgot it since (it lost its fact, or a revert
+    /// restored a version before).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn let_go(&self, key: &str, value: &serde_json::Value) -> Result<Option<(Version, Rival)>> {
+        match self
+            .let_go
+            .get(let_go_key(key.as_bytes(), value))
+            .map_err(self.err("read"))?
+        {
+            Some(bytes) => {
+                let entry: LetGo = self.decode("let-go entry", &bytes)?;
+                Ok(Some((entry.version, entry.state)))
+            }
+            None => Ok(None),
         }
     }
 
@@ -577,59 +665,135 @@ impl View {
         Ok(facts)
     }
 
-    /// Every value ever rejected: each time a commit left a value of a key refuted, or
-    /// made it the key's fact with status `rejected`, when the key's state before did
-    /// not, with that commit's version; in key order, then by version, then by the
-    /// value's JSON text. It reads every key's whole history, so it finds values the
-    /// key no longer holds.
+    /// Every value ever rejected: each time a commit left a value of a key refuted
+    /// (held by the fact, or let go by it and remembered), or made it the key's fact
+    /// with status `rejected`, when the key's state before did not, with that commit's
+    /// version; in key order, then by version, then by the value's JSON text. It reads
+    /// every key's whole history, so it finds values the key no longer holds.
     ///
     /// # Errors
     ///
     /// [`Error::View`].
     pub fn rejected(&self) -> Result<Vec<Rejection>> {
         let mut out = Vec::new();
-        // A key's history runs newest first: each entry's rejected values are compared
-        // with those of the entry before it in time, which comes next.
+        // A key's history runs newest first: gathered per key, then walked oldest first.
         let mut key: Vec<u8> = Vec::new();
-        let mut newer: Option<(Version, Vec<Rejection>)> = None;
-        let mut found: Vec<Rejection> = Vec::new();
-        let finish = |newer: Option<(Version, Vec<Rejection>)>,
-                      found: &mut Vec<Rejection>,
-                      out: &mut Vec<Rejection>| {
-            // The key's oldest entry: everything it rejects is new.
-            if let Some((_, rejected)) = newer {
-                found.extend(rejected);
-            }
-            found.sort_by_cached_key(|r| {
-                (
-                    r.version,
-                    serde_json::to_string(&r.value).unwrap_or_default(),
-                )
-            });
-            out.append(found);
-        };
+        let mut entries: Vec<(Version, Option<Fact>)> = Vec::new();
         for g in self.history.iter() {
             let (k, value) = g.into_inner().map_err(self.err("read"))?;
             let split = k.len().saturating_sub(9);
             let name = k.get(..split).unwrap_or_default();
             let version = !k.get(split + 1..).and_then(read_be).unwrap_or(u64::MAX);
             if name != key.as_slice() {
-                finish(newer.take(), &mut found, &mut out);
+                self.rejected_of(&key, &mut entries, &mut out)?;
                 key = name.to_vec();
             }
-            let fact: Option<Fact> = self.decode("history entry", &value)?;
-            let rejected = fact.map(|f| rejected_in(&f, version)).unwrap_or_default();
-            if let Some((_, newer_rejected)) = newer.take() {
-                found.extend(
-                    newer_rejected
-                        .into_iter()
-                        .filter(|r| !rejected.iter().any(|o| o.value == r.value)),
-                );
-            }
-            newer = Some((version, rejected));
+            entries.push((version, self.decode("history entry", &value)?));
         }
-        finish(newer, &mut found, &mut out);
+        self.rejected_of(&key, &mut entries, &mut out)?;
         Ok(out)
+    }
+
+    /// Appends to `out` the rejections of one key, from its history `entries` (newest
+    /// first; emptied).
+    fn rejected_of(
+        &self,
+        key: &[u8],
+        entries: &mut Vec<(Version, Option<Fact>)>,
+        out: &mut Vec<Rejection>,
+    ) -> Result<()> {
+        let name = String::from_utf8_lossy(key).into_owned();
+        // The key's lineage steps, oldest first, as far as walked.
+        let mut steps: Vec<LineageStep> = Vec::with_capacity(entries.len());
+        let mut found = Vec::new();
+        // The values the fact let go and the key still remembers after each version,
+        // and the values its fact held rejected: together, the key's rejected state.
+        let mut remembered: BTreeMap<String, (Version, Rival)> = BTreeMap::new();
+        let mut held_before: BTreeSet<String> = BTreeSet::new();
+        for (version, fact) in entries.drain(..).rev() {
+            let step = self.step_of(&name, version, fact.is_none())?;
+            let rebuilt = match step.from {
+                Basis::Nothing => Some(BTreeMap::new()),
+                Basis::Version(p) if p + 1 == version => None,
+                // A revert: what the key remembered at the version it restores.
+                Basis::Version(p) => Some(lineage_let_go(p, |v| {
+                    let i = steps.partition_point(|s| s.version <= v);
+                    Ok(i.checked_sub(1).and_then(|i| steps.get(i)).cloned())
+                })?),
+            };
+            // What may be new: what the fact holds rejected, what it let go now, and
+            // after a revert what the key remembers again. Only the state before is
+            // compared with, so the walk costs what changes, not what is remembered.
+            let held = fact.map(|f| rejected_in(&f, version)).unwrap_or_default();
+            let as_rejection = |let_go: Version, r: &Rival| Rejection {
+                key: name.clone(),
+                value: r.value.clone(),
+                version: let_go,
+                confidence: r.confidence,
+                refutations: r.refutations,
+            };
+            let mut candidates: Vec<Rejection> = held.clone();
+            candidates.extend(step.let_go.iter().map(|r| as_rejection(version, r)));
+            if let Some(again) = &rebuilt {
+                candidates.extend(again.values().map(|(v, r)| as_rejection(*v, r)));
+            }
+            let mut seen = BTreeSet::new();
+            for mut r in candidates {
+                let text = json_text(&r.value);
+                let before = remembered.contains_key(&text) || held_before.contains(&text);
+                if seen.insert(text.clone()) && !before {
+                    r.version = version;
+                    found.push((version, text, r));
+                }
+            }
+            if let Some(again) = rebuilt {
+                remembered = again;
+            }
+            for r in &step.let_go {
+                remembered.insert(json_text(&r.value), (version, r.clone()));
+            }
+            held_before = held.iter().map(|r| json_text(&r.value)).collect();
+            steps.push(step);
+        }
+        found.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        out.extend(found.into_iter().map(|(_, _, r)| r));
+        Ok(())
+    }
+
+    /// The lineage step of `key` at `version`, a version that changed it.
+    fn step_of(&self, key: &str, version: Version, cleared: bool) -> Result<LineageStep> {
+        let commit = self.commit(version)?;
+        let change = commit
+            .as_ref()
+            .and_then(|c| c.record.changes.iter().find(|c| c.key == key));
+        let from = match commit.as_ref().map(|c| &c.record.op) {
+            _ if cleared => Basis::Nothing,
+            Some(Op::Revert { version: target }) => Basis::Version(*target),
+            _ => Basis::Version(version.saturating_sub(1)),
+        };
+        Ok(LineageStep {
+            version,
+            let_go: change.map(|c| c.let_go.clone()).unwrap_or_default(),
+            from,
+        })
+    }
+
+    /// The lineage step of `key` at the last version at or before `at` that changed
+    /// it, read from its history and that version's commit.
+    fn lineage_step(&self, key: &str, at: Version) -> Result<Option<LineageStep>> {
+        if at == 0 {
+            return Ok(None);
+        }
+        let from = history_key(key.as_bytes(), at);
+        let to = history_key(key.as_bytes(), 0);
+        let Some(g) = self.history.range(from..=to).next() else {
+            return Ok(None);
+        };
+        let (k, value) = g.into_inner().map_err(self.err("read"))?;
+        let split = k.len().saturating_sub(8);
+        let version = !k.get(split..).and_then(read_be).unwrap_or(u64::MAX);
+        let fact: Option<Fact> = self.decode("history entry", &value)?;
+        self.step_of(key, version, fact.is_none()).map(Some)
     }
 
     /// Every entry of every keyspace, in order: two views with equal dumps are
@@ -646,6 +810,7 @@ impl View {
             ("commits", &self.commits),
             ("times", &self.times),
             ("versions", &self.versions),
+            ("let_go", &self.let_go),
             ("meta", &self.meta),
         ] {
             for g in ks.iter() {
@@ -655,6 +820,55 @@ impl View {
         }
         Ok(out)
     }
+}
+
+/// One version that changed a key, as its lineage needs it: what its fact let go, and
+/// the state it built on.
+#[derive(Debug, Clone)]
+struct LineageStep {
+    version: Version,
+    let_go: Vec<Rival>,
+    from: Basis,
+}
+
+/// The state a version built a key's fact on.
+#[derive(Debug, Clone, Copy)]
+enum Basis {
+    /// None: the key lost its fact.
+    Nothing,
+    /// The key's state at this version (the one before, or the one a revert restored).
+    Version(Version),
+}
+
+/// The refuted values a key remembers after version `at` (JSON text → the version that
+/// let it go and its state then): what its fact let go along its lineage, from `at`
+/// back through the versions each change built on (the one before it; for a revert,
+/// the version restored) to the start or to a version where the key lost its fact.
+/// The latest letting go of a value wins. `step_at(v)` gives the step of the last
+/// version at or before `v` that changed the key.
+fn lineage_let_go(
+    at: Version,
+    mut step_at: impl FnMut(Version) -> Result<Option<LineageStep>>,
+) -> Result<BTreeMap<String, (Version, Rival)>> {
+    let mut out = BTreeMap::new();
+    let mut next = Some(at);
+    while let Some(v) = next {
+        let Some(step) = step_at(v)? else { break };
+        for r in step.let_go {
+            out.entry(json_text(&r.value)).or_insert((step.version, r));
+        }
+        next = match step.from {
+            Basis::Nothing => None,
+            // Versions only go down along a lineage (a revert restores an earlier one).
+            Basis::Version(p) if p < step.version && p > 0 => Some(p),
+            Basis::Version(_) => None,
+        };
+    }
+    Ok(out)
+}
+
+fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// The values `fact` holds rejected after `version`: its own when its status is
@@ -685,7 +899,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::model::{Change, Op, Outcome, Status};
+    use crate::model::{Change, Outcome};
 
     fn fact(version: Version, value: i64) -> Fact {
         Fact {
@@ -726,6 +940,7 @@ mod tests {
                 changes: vec![Change {
                     key: "k".to_owned(),
                     fact,
+                    let_go: Vec::new(),
                 }],
             },
         }

@@ -480,21 +480,40 @@ impl Salvage {
                 chain_broken: broken,
             }),
             None if broken => {
-                // Nothing lost, yet the block does not follow the one before it.
+                // No damaged bytes, yet the block does not follow the one before it:
+                // whole blocks were cut out (their seqs are lost), or the link stored
+                // here was changed.
                 let bytes = if pos == SEGMENT_HEADER_LEN as u64 {
                     0..SEGMENT_HEADER_LEN as u64
                 } else {
                     pos..pos
                 };
+                let (seqs, why) = if lost_records {
+                    (
+                        LostSeqs::Exact {
+                            first: self.next_seq,
+                            last: header.first_seq - 1,
+                        },
+                        format!(
+                            "no block holds seqs {}..={}: the block here starts at seq {}",
+                            self.next_seq,
+                            header.first_seq - 1,
+                            header.first_seq
+                        ),
+                    )
+                } else {
+                    (
+                        LostSeqs::None,
+                        "the chain link stored here differs from the last link before it"
+                            .to_owned(),
+                    )
+                };
                 self.emit_loss(Loss {
-                    seqs: LostSeqs::None,
+                    seqs,
                     places: vec![DamagePlace {
                         segment: path,
                         bytes: Some(bytes),
-                        kind: DamageKind::Damaged(
-                            "the chain link stored here differs from the last link before it"
-                                .to_owned(),
-                        ),
+                        kind: DamageKind::Damaged(why),
                     }],
                     chain_broken: true,
                 });

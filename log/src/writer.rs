@@ -77,8 +77,10 @@ impl LogOptions {
         self.key.as_ref()
     }
 
-    /// Size at which the active segment is sealed and a new one started (default 64 MiB).
-    /// A single record larger than this gets a segment of its own.
+    /// Size at which the active segment is sealed and a new one started (default 64 MiB),
+    /// counting the bytes after the segment preamble: a segment is at most its preamble
+    /// plus this, so a preamble larger than the limit never makes a segment of every
+    /// record. A single record larger than this gets a segment of its own.
     pub fn segment_bytes_max(mut self, bytes: u64) -> Self {
         self.segment_bytes_max = bytes;
         self
@@ -219,6 +221,9 @@ struct Active {
     type_counts: Vec<u64>,
     index: Vec<IndexEntry>,
     last_indexed_offset: Option<u64>,
+    /// Bytes the segment preamble took when the writer started this segment (0 for a
+    /// segment opened without one): the size limit counts the bytes after it.
+    preamble_bytes: u64,
 }
 
 /// The writer of a log directory. There is one per directory, enforced by a lock file.
@@ -354,6 +359,7 @@ impl Log {
                     type_counts,
                     index: Vec::new(),
                     last_indexed_offset: None,
+                    preamble_bytes: 0,
                 };
                 for b in &last.blocks {
                     add_index_entry(&mut active, *b, opts.index_interval_bytes);
@@ -629,19 +635,25 @@ impl Log {
                 (Some(age), Some(first)) => r.ts_ns - first >= age,
                 _ => false,
             };
-            let size_after = self.active.written_len
+            // The preamble does not count: a segment holds up to `segment_bytes_max`
+            // bytes of records after it, however large the preamble has grown.
+            let size_after = (self.active.written_len
                 + self.buf.len() as u64
-                + (BLOCK_HEADER_LEN + frame_len) as u64;
+                + (BLOCK_HEADER_LEN + frame_len) as u64)
+                .saturating_sub(self.active.preamble_bytes);
             if too_old || size_after > self.opts.segment_bytes_max {
                 self.roll()?;
                 // The preamble opens every new segment, stamped with the time of the
                 // record that started it (no earlier than anything before, no later
                 // than what follows).
+                let start = self.active.written_len + self.buf.len() as u64;
                 let preamble = std::mem::take(&mut self.preamble);
                 for (record_type, payload) in &preamble {
                     self.push_frame(&Record::new(*record_type, r.ts_ns, payload))?;
                 }
                 self.preamble = preamble;
+                self.active.preamble_bytes =
+                    (self.active.written_len + self.buf.len() as u64).saturating_sub(start);
             }
         }
         self.push_frame(r)
@@ -902,6 +914,7 @@ fn create_segment(
         type_counts: Vec::new(),
         index: Vec::new(),
         last_indexed_offset: None,
+        preamble_bytes: 0,
     };
     write_segment_header(&mut active, point, key_id, dir, storage)?;
     Ok(active)
@@ -1223,6 +1236,7 @@ mod tests {
             type_counts: Vec::new(),
             index: Vec::new(),
             last_indexed_offset: None,
+            preamble_bytes: 0,
         };
         let blocks = format::MAX_FOOTER_INDEX_ENTRIES as u64 + 10;
         for i in 0..blocks {

@@ -71,3 +71,57 @@ fn an_oversized_preamble_is_refused() {
             .is_err()
     );
 }
+
+#[test]
+fn the_size_limit_counts_the_records_after_a_preamble_larger_than_it() {
+    // Guards a past bug: a segment rolled once its size with the preamble passed the
+    // limit, so a preamble larger than the limit (a recorder's dictionary of many
+    // names) made a segment of every record: 200 events, 204 segments of 6 MB.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open(dir.path(), LogOptions::new().segment_bytes_max(4096)).unwrap();
+    log.set_segment_preamble(vec![(DICT, vec![7u8; 64 << 10])])
+        .unwrap();
+    for seq in 0..200u64 {
+        log.append(Record::new(RecordType(1), seq, &[1u8; 100]))
+            .unwrap();
+    }
+    log.close().unwrap();
+
+    let reader = LogReader::open(dir.path()).unwrap();
+    let segments = blackbox_log::list_segments(dir.path()).unwrap();
+    // By hand: each append is a block of its own, 72 bytes of header and a frame of
+    // about 112: some 20 records in 4096 bytes, 10 segments, not one per record.
+    assert!(
+        (5..=12).contains(&segments.len()),
+        "{} segments",
+        segments.len()
+    );
+    for (i, s) in segments.iter().enumerate() {
+        let end = segments
+            .get(i + 1)
+            .map_or(Seq(200 + 7), |n| Seq(n.first_seq));
+        let records: Vec<_> = reader
+            .records(Seq(s.first_seq)..end)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let own = records
+            .iter()
+            .filter(|r| r.record_type() == RecordType(1))
+            .count();
+        assert!(own * 100 <= 4096, "segment {i} holds {own} records");
+        if i + 1 < segments.len() {
+            assert!(own >= 15, "segment {i} holds only {own} records");
+        }
+        // Every segment but the first opens with the preamble, whole.
+        if i > 0 {
+            assert_eq!(records[0].record_type(), DICT);
+            assert_eq!(records[0].payload().len(), 64 << 10);
+        }
+        let bytes = std::fs::metadata(&s.path).unwrap().len();
+        assert!(
+            bytes <= (64 << 10) + 4096 + 4096,
+            "segment {i}: {bytes} bytes"
+        );
+    }
+}

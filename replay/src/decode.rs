@@ -266,14 +266,29 @@ pub struct Summary {
     pub values: BTreeMap<String, ValueSummary>,
 }
 
-/// An accounting record: per-kind running totals since the log was created, of the
-/// kinds whose totals changed since the log's previous accounting record (a kind it
-/// does not list keeps its totals). Fold them: [`stats`](crate::stats) and
-/// [`state_at`](crate::state_at) do.
+/// An accounting record: per-kind running totals since the log was created, of every
+/// kind (a snapshot) or of the kinds whose totals changed since the log's previous
+/// accounting record (a kind it does not list keeps its totals). Fold them with
+/// [`Accounting::fold_into`]: [`stats`](crate::stats), [`state_at`](crate::state_at)
+/// and export weights do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accounting {
+    /// Whether it holds every kind's totals (the fold of the accounting records before
+    /// it, or of the one right after it when that record starts the segment).
+    pub snapshot: bool,
+    /// Its watermark (0: none): every event that happened before it is in the log
+    /// before this record.
+    pub watermark_ns: u64,
     /// Counters by kind.
     pub kinds: BTreeMap<String, Counters>,
+}
+
+impl Accounting {
+    /// Folds this record into running totals by kind ([`blackbox::codec::fold_accounting`]:
+    /// a snapshot replaces them, another record updates the kinds it lists).
+    pub fn fold_into(self, totals: &mut BTreeMap<String, Counters>) {
+        codec::fold_accounting(totals, self.snapshot, self.kinds);
+    }
 }
 
 /// A working-memory checkpoint.
@@ -497,7 +512,11 @@ impl Decoder {
                         return Err(fail(format!("kind {name:?} appears twice")));
                     }
                 }
-                Body::Accounting(Accounting { kinds })
+                Body::Accounting(Accounting {
+                    snapshot: a.snapshot,
+                    watermark_ns: a.watermark_ns.to_native(),
+                    kinds,
+                })
             }
             RecordType::Checkpoint => {
                 let working = serde_json::from_slice(payload)

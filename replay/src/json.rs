@@ -95,6 +95,15 @@ pub fn to_json(record: &Record) -> Value {
                 .iter()
                 .map(|(kind, c)| (kind.clone(), counters_json(c)))
                 .collect();
+            o.insert("snapshot".into(), Value::Bool(a.snapshot));
+            o.insert(
+                "watermark_ns".into(),
+                if a.watermark_ns == 0 {
+                    Value::Null
+                } else {
+                    Value::from(a.watermark_ns)
+                },
+            );
             o.insert("kinds".into(), Value::Object(kinds));
         }
         Body::Checkpoint(c) => {

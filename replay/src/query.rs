@@ -16,9 +16,9 @@ pub enum Order {
     Log,
     /// By when each record happened ([`Record::happened_ns`]), then by seq: pre-roll
     /// events, written when their incident was triggered, come where they happened.
-    /// Two passes over the range; the records that reached the log out of time order
-    /// (pre-roll runs, events stamped behind later ones) are held in memory between
-    /// them.
+    /// Two passes over the range; of the records that reached the log out of time order
+    /// (pre-roll runs, events stamped behind later ones), only (happened, seq) is kept
+    /// between them, 16 bytes each: the second pass reads them again.
     Happened,
 }
 
@@ -26,12 +26,14 @@ pub enum Order {
 /// is inclusive; the conditions combine (a record must meet all of them).
 ///
 /// Time bounds select records by when they happened ([`Record::happened_ns`]): an
-/// event by its recording time, every other record by its timestamp. A pre-roll event
-/// is written when its incident is triggered, up to the pre-roll's length after it
-/// happened: a read bounded by `until` goes on past `until` to the first incident
-/// marker written after it, whose pre-roll is the only one that can hold events that
-/// happened by `until` (a trigger empties the pre-roll ring, which refills only with
-/// later events), or to the end of the log if no incident follows.
+/// event by its recording time, every other record by its timestamp. An event may be
+/// written after events that happened later: a pre-roll event when its incident is
+/// triggered, up to the pre-roll's length after it happened, and any event stamped by
+/// one thread that reaches the writer behind later ones of another. So a read bounded
+/// by `until` goes on past `until` to the first accounting record whose watermark is
+/// past `until` (every event that happened before the watermark is written before that
+/// record), about the pre-roll's length plus one accounting interval later; or to the
+/// end of the log, when none follows.
 ///
 /// By default a query selects the whole log and every record type except
 /// [`RecordType::Dictionary`] (the dictionary is how ids read, not content; ask for it

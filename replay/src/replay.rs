@@ -25,13 +25,20 @@ use crate::query::{Order, Query};
 #[derive(Debug)]
 pub struct Replay {
     scan: Scan,
-    /// [`Order::Happened`]: the records that reached the log out of time order, sorted
-    /// by (happened, seq), found by a first pass; the second pass merges them in.
-    late: Option<VecDeque<Record>>,
+    /// [`Order::Happened`]: the records that reached the log out of time order, as
+    /// (happened, seq) sorted, found by a first pass; the second pass reads them again
+    /// and merges them in. 16 bytes each: the records themselves are not held.
+    late: Option<VecDeque<(u64, u64)>>,
+    /// Reads the late records again, in the order they are merged in.
+    late_reader: Option<LateReader>,
     /// The latest time among the records the second pass yields in stream.
     stream_max_ns: Option<u64>,
     /// A record of the second pass waiting for the late records that go before it.
     pending: Option<Record>,
+    /// Records the first pass read ([`Order::Happened`]).
+    first_pass_read: u64,
+    /// The most decoded records held at once.
+    held_max: usize,
     done: bool,
 }
 
@@ -48,6 +55,14 @@ struct Scan {
     chain_verified: bool,
     last_read: Option<(u64, u64)>,
     last_seen: Option<u64>,
+    /// Records taken from the log, whatever became of them.
+    read: u64,
+    /// The highest watermark read so far (0: none): every event that happened before it
+    /// was written before the record that carries it.
+    watermark_ns: u64,
+    /// The second pass of a read in time order: events that happened before this are
+    /// the late ones, merged in by seq; they are passed over without being decoded.
+    late_below_ns: Option<u64>,
 }
 
 impl Replay {
@@ -66,8 +81,11 @@ impl Replay {
             return Ok(Replay {
                 scan: Scan::open(dir, query)?,
                 late: None,
+                late_reader: None,
                 stream_max_ns: None,
                 pending: None,
+                first_pass_read: 0,
+                held_max: 0,
                 done: false,
             });
         }
@@ -78,18 +96,21 @@ impl Replay {
         while let Some(r) = first.next_record()? {
             let t = r.happened_ns();
             if max_ns.is_some_and(|m| t < m) {
-                late.push(r);
+                late.push((t, r.seq));
             } else {
                 max_ns = Some(t);
             }
         }
-        late.sort_by_key(|r| (r.happened_ns(), r.seq));
+        late.sort_unstable();
         let Some(last) = first.last_seen else {
             return Ok(Replay {
                 scan: first,
                 late: None,
+                late_reader: None,
                 stream_max_ns: None,
                 pending: None,
+                first_pass_read: 0,
+                held_max: 0,
                 done: true,
             });
         };
@@ -97,11 +118,28 @@ impl Replay {
         // the same records, classified the same way.
         let mut second = query.clone();
         second.to_seq = Some(second.to_seq.map_or(last, |t| t.min(last)));
+        let late_reader = LateReader {
+            reader: LogReader::open_with(
+                dir,
+                ReaderOptions {
+                    key: query.key.clone(),
+                },
+            )?,
+            records: None,
+            next_seq: 0,
+            last_seq: last,
+            // It knows every name of the range: a name, once given, never changes.
+            decoder: first.decoder.clone(),
+            read: 0,
+        };
         Ok(Replay {
             scan: Scan::open(dir, &second)?,
             late: Some(late.into()),
+            late_reader: Some(late_reader),
             stream_max_ns: None,
             pending: None,
+            first_pass_read: first.read,
+            held_max: 0,
             done: false,
         })
     }
@@ -110,6 +148,20 @@ impl Replay {
     /// log read without its key).
     pub fn chain_verified(&self) -> bool {
         self.scan.chain_verified
+    }
+
+    /// How many records this read has taken from the log so far (both passes, with
+    /// [`Order::Happened`]), the dictionary records before the range included: what a
+    /// bounded read costs.
+    pub fn records_read(&self) -> u64 {
+        self.first_pass_read + self.scan.read + self.late_reader.as_ref().map_or(0, |l| l.read)
+    }
+
+    /// The most decoded records this read held at once (with [`Order::Happened`], the
+    /// record waiting in stream and a late one read again; the late records themselves
+    /// cost 16 bytes each between the passes): what its memory grows with.
+    pub fn records_held_max(&self) -> usize {
+        self.held_max
     }
 
     /// The seq and timestamp of the last record read inside the seq and time range,
@@ -122,6 +174,7 @@ impl Replay {
     /// in-order record and the first late one.
     fn next_happened(&mut self) -> Result<Option<Record>> {
         if self.pending.is_none() {
+            self.scan.late_below_ns = self.stream_max_ns;
             while let Some(r) = self.scan.next_record()? {
                 let t = r.happened_ns();
                 if self.stream_max_ns.is_some_and(|m| t < m) {
@@ -130,21 +183,77 @@ impl Replay {
                 }
                 self.stream_max_ns = Some(t);
                 self.pending = Some(r);
+                self.held_max = self.held_max.max(1);
                 break;
             }
         }
-        let late_first = self
-            .late
-            .as_ref()
-            .and_then(VecDeque::front)
-            .map(|r| (r.happened_ns(), r.seq));
-        Ok(match (&self.pending, late_first) {
-            (Some(p), Some(l)) if l < (p.happened_ns(), p.seq) => {
-                self.late.as_mut().and_then(VecDeque::pop_front)
+        let late_first = self.late.as_ref().and_then(VecDeque::front).copied();
+        let take_late = match (&self.pending, late_first) {
+            (Some(p), Some(l)) => l < (p.happened_ns(), p.seq),
+            (None, l) => l.is_some(),
+            (Some(_), None) => false,
+        };
+        if !take_late {
+            return Ok(self.pending.take());
+        }
+        let Some((_, seq)) = self.late.as_mut().and_then(VecDeque::pop_front) else {
+            return Ok(None);
+        };
+        let Some(reader) = self.late_reader.as_mut() else {
+            return Ok(None);
+        };
+        let record = reader.read(seq)?;
+        // The record waiting in stream, and this one.
+        self.held_max = self.held_max.max(usize::from(self.pending.is_some()) + 1);
+        Ok(Some(record))
+    }
+}
+
+/// Reads again, by seq, the records the first pass of a read in time order found late:
+/// forward in one pass while they come in seq order (a pre-roll run is written in the
+/// order it happened), with a seek for each one behind the last read or far ahead.
+#[derive(Debug)]
+struct LateReader {
+    reader: LogReader,
+    records: Option<Records>,
+    /// The seq `records` yields next.
+    next_seq: u64,
+    /// The last seq of the range the first pass read.
+    last_seq: u64,
+    decoder: Decoder,
+    /// Records taken from the log.
+    read: u64,
+}
+
+/// How far ahead a late record may be for the reader to read up to it rather than seek.
+const LATE_SKIP_MAX: u64 = 4096;
+
+impl LateReader {
+    /// The record at `seq`, decoded.
+    fn read(&mut self, seq: u64) -> Result<Record> {
+        let behind_or_far = seq < self.next_seq || seq - self.next_seq > LATE_SKIP_MAX;
+        if self.records.is_none() || behind_or_far {
+            self.records = Some(self.reader.records(Seq(seq)..=Seq(self.last_seq))?);
+            self.next_seq = seq;
+        }
+        let gone = || crate::error::Error::Decode {
+            seq,
+            record_type: 0,
+            reason: "the record the first pass read is no longer in the log".to_owned(),
+        };
+        let records = self.records.as_mut().ok_or_else(gone)?;
+        loop {
+            let raw = records.next().ok_or_else(gone)??;
+            self.read += 1;
+            let at = raw.seq().0;
+            self.next_seq = at.saturating_add(1);
+            if at == seq {
+                return self.decoder.decode(&raw);
             }
-            (Some(_), _) => self.pending.take(),
-            (None, _) => self.late.as_mut().and_then(VecDeque::pop_front),
-        })
+            if at > seq {
+                return Err(gone());
+            }
+        }
     }
 }
 
@@ -196,6 +305,9 @@ impl Scan {
             chain_verified: reader.chain_verified(),
             last_read: None,
             last_seen: None,
+            read: 0,
+            watermark_ns: 0,
+            late_below_ns: None,
         };
         if query.empty_by_bounds() {
             return Ok(scan);
@@ -226,13 +338,34 @@ impl Scan {
                 return Ok(None);
             };
             let raw = raw?;
+            self.read += 1;
+            if raw.record_type() == codec::ACCOUNTING
+                && let Some(w) = codec::accounting_watermark_ns(raw.payload())
+            {
+                self.watermark_ns = self.watermark_ns.max(w);
+            }
             let seq = raw.seq().0;
             if seq < self.start {
                 self.decoder.learn(&raw)?;
                 continue;
             }
             self.last_seen = Some(seq);
-            if self.query.to_seq.is_some_and(|t| seq >= t) {
+            let last = self.query.to_seq.is_some_and(|t| seq >= t);
+            if let Some(below) = self.late_below_ns
+                && raw.record_type() == codec::EVENT
+                && codec::access::<codec::ArchivedEventRecord>(raw.payload())
+                    .is_ok_and(|e| e.recorded_ns.to_native() < below)
+            {
+                if self.query.until_ns.is_none_or(|u| raw.ts_ns() <= u) {
+                    self.last_read = Some((seq, raw.ts_ns()));
+                }
+                if last {
+                    self.records = None;
+                    return Ok(None);
+                }
+                continue;
+            }
+            if last {
                 // The range's last record: nothing after it is read, so damage right
                 // after a range does not fail it.
                 self.records = None;
@@ -244,9 +377,9 @@ impl Scan {
         }
     }
 
-    /// The record `raw` as the query selects it, or `None`. Past `until`, the first
-    /// incident marker (or any record, for a query that selects no events) ends the
-    /// scan (see [`Query`]).
+    /// The record `raw` as the query selects it, or `None`. Once a watermark past
+    /// `until` was read, the first record written after `until` (any, for a query that
+    /// selects no events) ends the scan (see [`Query`]).
     fn select(&mut self, raw: &blackbox::LogRecord) -> Result<Option<Record>> {
         let seq = raw.seq().0;
         let tag = raw.record_type();
@@ -254,10 +387,11 @@ impl Scan {
             && raw.ts_ns() > until
         {
             // Written after `until`: only an event that happened by then can still be
-            // selected (a pre-roll event, written when its incident was triggered). The
-            // first incident marker written after `until` closes the only pre-roll that
-            // can hold one.
-            if !self.scan_past_until || tag == codec::INCIDENT {
+            // selected (a pre-roll event, written when its incident was triggered, or
+            // one that reached the writer behind later ones). A watermark past `until`
+            // says every event that happened by then is written before it; every other
+            // record happens when it is written.
+            if !self.scan_past_until || self.watermark_ns > until {
                 self.records = None;
                 return Ok(None);
             }

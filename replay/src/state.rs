@@ -119,8 +119,8 @@ pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> 
                 state.working_seq = Some(record.seq);
             }
             Body::Accounting(a) => {
-                // A record lists the kinds that changed since the one before.
-                state.kinds.extend(a.kinds);
+                // A record lists every kind (a snapshot) or those that changed.
+                a.fold_into(&mut state.kinds);
                 state.accounting_seq = Some(record.seq);
             }
             Body::Kb(_) => commits = true,

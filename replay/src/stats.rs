@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use blackbox::log::ReaderOptions;
-use blackbox::{ChainKey, Counters, LogReader, Seq};
+use blackbox::{ChainKey, Counters, LogReader, Seq, codec};
 use serde_json::{Map, Value, json};
 
 use crate::decode::{Body, RecordType};
@@ -106,15 +106,20 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
     };
     // The totals are the fold of the accounting records from the start of the last
     // segment whose preamble holds an accounting snapshot (the dictionary, then the
-    // totals of every kind), or from the first segment.
+    // totals of every kind, flagged as a snapshot), or from the first segment. The fold
+    // restarts at every snapshot, wherever it is.
     let mut start = 0;
     for s in segments.iter().rev() {
-        let mut preamble = reader.records(Seq(s.first_seq)..=Seq(s.first_seq.saturating_add(1)))?;
-        let first = preamble.next().transpose()?;
-        let second = preamble.next().transpose()?;
-        if first.is_some_and(|r| r.record_type() == RecordType::Dictionary.tag())
-            && second.is_some_and(|r| r.record_type() == RecordType::Accounting.tag())
-        {
+        let mut preamble = reader.records(Seq(s.first_seq)..=Seq(s.first_seq.saturating_add(2)))?;
+        let mut snapshot = false;
+        for r in preamble.by_ref() {
+            let r = r?;
+            if r.record_type() == RecordType::Accounting.tag() {
+                snapshot = codec::is_accounting_snapshot(r.payload()) == Some(true);
+                break;
+            }
+        }
+        if snapshot {
             start = s.first_seq;
             break;
         }
@@ -128,7 +133,7 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
         let r = r?;
         if let Body::Accounting(a) = r.body {
             out.accounting_seq = Some(r.seq);
-            out.kinds.extend(a.kinds);
+            a.fold_into(&mut out.kinds);
         }
     }
     if let Some((seq, ts)) = replay.last_read() {

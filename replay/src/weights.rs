@@ -28,7 +28,7 @@
 //! record), and rows after the last accounting record, keep nominal weights; the
 //! manifest says so.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use blackbox::codec::{self, ArchivedEventRecord, WrittenTier};
@@ -119,7 +119,7 @@ impl Weights {
     ) -> Result<Weights> {
         let reader = LogReader::open_with(dir, ReaderOptions { key })?;
         let records = reader.records(Seq(0)..=Seq(to_seq))?;
-        Weights::from_records(dir, records, range, false)
+        Weights::from_records(records, range, false)
     }
 
     /// As [`Weights::compute`], from the records a salvage reads around damage. An
@@ -129,18 +129,17 @@ impl Weights {
     ///
     /// # Errors
     ///
-    /// I/O listing the directory, a wrong key.
+    /// Opening the log (a wrong key).
     pub fn compute_salvaged(dir: &Path, key: Option<ChainKey>, range: &Query) -> Result<Weights> {
         let reader = LogReader::open_with(dir, ReaderOptions { key })?;
         let records = reader.salvage(Seq(0)..)?.filter_map(|item| match item {
             blackbox_log::Salvaged::Record(r) => Some(Ok(r)),
             blackbox_log::Salvaged::Lost(_) => None,
         });
-        Weights::from_records(dir, records, range, true)
+        Weights::from_records(records, range, true)
     }
 
     fn from_records(
-        dir: &Path,
         records: impl Iterator<Item = blackbox_log::Result<LogRecord>>,
         range: &Query,
         salvaged: bool,
@@ -150,28 +149,17 @@ impl Weights {
         let mut interval: BTreeMap<String, Interval> = BTreeMap::new();
         let mut interval_start = 0u64;
         let mut latest_sample: HashMap<String, (u64, f64)> = HashMap::new();
-        // Every name a segment could have, whatever the file is: a salvage reads around
-        // what is not a segment.
-        let segment_starts: HashSet<u64> = std::fs::read_dir(dir)
-            .map_err(|source| Error::Io {
-                op: "list the log directory",
-                path: dir.to_owned(),
-                source,
-            })?
-            .flatten()
-            .filter_map(|e| blackbox_log::format::parse_segment_file_name(e.file_name().to_str()?))
-            .collect();
-        // Whether the record before was the dictionary that opens a segment: then an
-        // accounting record is the segment preamble's snapshot of every kind's totals,
-        // not a new interval's end.
-        let mut after_preamble_dictionary = false;
         for raw in records {
             let raw = raw?;
             let seq = raw.seq().0;
             let tag = raw.record_type();
-            let snapshot = after_preamble_dictionary && tag == codec::ACCOUNTING;
-            after_preamble_dictionary = tag == codec::DICTIONARY && segment_starts.contains(&seq);
-            if snapshot {
+            // A snapshot (a segment preamble's, flagged so) holds the totals of every
+            // kind, those of the interval the next accounting record closes included
+            // when that record started the segment: it ends no interval, and the rows
+            // before it are reconciled with that record.
+            if tag == codec::ACCOUNTING
+                && codec::is_accounting_snapshot(raw.payload()) == Some(true)
+            {
                 continue;
             }
             match RecordType::from_tag(tag) {
@@ -226,9 +214,7 @@ impl Weights {
                         seq,
                         &latest_sample,
                     );
-                    for (kind, c) in a.kinds {
-                        w.totals.insert(kind, c);
-                    }
+                    a.fold_into(&mut w.totals);
                     w.last_accounting_seq = Some(seq);
                     interval_start = seq + 1;
                     w.range.see(range, seq, raw.ts_ns(), &w.totals);

@@ -130,6 +130,12 @@ pub struct Key {
     name: String,
     /// By JSON text.
     values: BTreeMap<String, Held>,
+    /// The refuted values cut from the fact's list (past its bound), by JSON text: the
+    /// key no longer ranks them, but remembers them; a claim or a refutation of one
+    /// takes it back.
+    let_go: BTreeMap<String, Held>,
+    /// The JSON texts of the values the last change let go, in the rule's order.
+    just_let_go: Vec<String>,
     created: u64,
     updated: u64,
     /// The recorder time of the commit that last changed the key.
@@ -153,6 +159,8 @@ impl Key {
         Key {
             name: name.to_owned(),
             values: BTreeMap::new(),
+            let_go: BTreeMap::new(),
+            just_let_go: Vec::new(),
             created: version,
             updated: version,
             updated_ns: now_ns,
@@ -171,7 +179,7 @@ impl Key {
             return;
         }
         let factor = 0.5f64.powf(age as f64 / half_life_ns as f64);
-        for held in self.values.values_mut() {
+        for held in self.values.values_mut().chain(self.let_go.values_mut()) {
             held.claims = held
                 .claims
                 .iter()
@@ -181,8 +189,10 @@ impl Key {
         }
     }
 
-    /// Cuts the lists to their bounds: what is cut, the key no longer holds.
+    /// Cuts the lists to their bounds: a rival cut, the key no longer holds; a refuted
+    /// value cut, it lets go and remembers.
     fn cut(&mut self) {
+        self.just_let_go.clear();
         let order: Vec<(String, bool)> = ranked(&self.values)
             .iter()
             .map(|h| (text(&h.value), h.refuted()))
@@ -198,10 +208,35 @@ impl Key {
                 (&mut rivals, RIVALS_KEPT)
             };
             *count += 1;
-            if *count > bound {
-                self.values.remove(t);
+            if *count > bound
+                && let Some(held) = self.values.remove(t)
+                && *is_refuted
+            {
+                self.let_go.insert(t.clone(), held);
+                self.just_let_go.push(t.clone());
             }
         }
+    }
+
+    /// What the key keeps for the value of JSON text `t`, ranked or let go.
+    fn held(&self, t: &str) -> Option<&Held> {
+        self.values.get(t).or_else(|| self.let_go.get(t))
+    }
+
+    /// Takes a value let go back among the ranked ones, as it was remembered.
+    fn take_back(&mut self, t: &str) {
+        if let Some(held) = self.let_go.remove(t) {
+            self.values.insert(t.to_owned(), held);
+        }
+    }
+
+    /// The refuted values the last change let go, as a commit carries them.
+    pub fn let_go_now(&self) -> Vec<Rival> {
+        self.just_let_go
+            .iter()
+            .filter_map(|t| self.let_go.get(t))
+            .map(Held::as_rival)
+            .collect()
     }
 
     fn changed(mut self, version: u64, now_ns: u64) -> Key {
@@ -225,7 +260,7 @@ impl Key {
         evidence: &[u64],
     ) -> (Outcome, Option<Key>) {
         let t = text(value);
-        if let Some(held) = before.and_then(|b| b.values.get(&t))
+        if let Some(held) = before.and_then(|b| b.held(&t))
             && !brings_new(&held.evidence, evidence)
         {
             return (Outcome::Duplicate, None);
@@ -234,6 +269,7 @@ impl Key {
             .cloned()
             .unwrap_or_else(|| Key::empty(name, version, now_ns));
         key.age_to(now_ns, half_life_ns);
+        key.take_back(&t);
         let held = key.values.entry(t).or_insert_with(|| Held::new(value));
         // Conditions: compared before the claim joins.
         let strongest = held.claims.iter().copied().fold(0.0, f64::max);
@@ -280,7 +316,7 @@ impl Key {
         evidence: &[u64],
     ) -> (Outcome, Option<Key>) {
         let t = text(value);
-        let held_before = before.and_then(|b| b.values.get(&t));
+        let held_before = before.and_then(|b| b.held(&t));
         if let Some(held) = held_before
             && !brings_new(&held.counter, evidence)
         {
@@ -292,6 +328,7 @@ impl Key {
             .cloned()
             .unwrap_or_else(|| Key::empty(name, version, now_ns));
         key.age_to(now_ns, half_life_ns);
+        key.take_back(&t);
         let held = key.values.entry(t).or_insert_with(|| Held::new(value));
         held.refutations += 1;
         add_seqs(&mut held.counter, evidence);
@@ -309,6 +346,7 @@ impl Key {
         let mut key = self.clone();
         key.updated = version;
         key.updated_ns = now_ns;
+        key.just_let_go.clear();
         key
     }
 
@@ -356,10 +394,16 @@ impl Key {
     }
 
     /// The values this key's state holds rejected: the fact's value when its status is
-    /// `rejected`, and every refuted value; by JSON text.
+    /// `rejected`, every refuted value, and every value let go; by JSON text.
     pub fn rejected(&self) -> BTreeMap<String, (Value, f64, u64)> {
         let fact = self.fact();
         let mut out = BTreeMap::new();
+        for h in self.let_go.values() {
+            out.insert(
+                text(&h.value),
+                (h.value.clone(), h.confidence(), h.refutations),
+            );
+        }
         if fact.status == Status::Rejected {
             out.insert(
                 text(&fact.value),
@@ -399,20 +443,22 @@ pub fn like(got: &Fact, want: &Fact) -> Fact {
     if close_all(&got.claims, &want.claims) {
         want.claims.clone_from(&got.claims);
     }
-    for (list_got, list_want) in [
-        (&got.rivals, &mut want.rivals),
-        (&got.refuted, &mut want.refuted),
-    ] {
-        for (g, w) in list_got.iter().zip(list_want.iter_mut()) {
-            if close(g.confidence, w.confidence) {
-                w.confidence = g.confidence;
-            }
-            if close_all(&g.claims, &w.claims) {
-                w.claims.clone_from(&g.claims);
-            }
+    like_rivals(&got.rivals, &mut want.rivals);
+    like_rivals(&got.refuted, &mut want.refuted);
+    want
+}
+
+/// As [`like`], for lists of values: each number of `want` within [`TOLERANCE`] of
+/// `got`'s is replaced by it.
+pub fn like_rivals(got: &[Rival], want: &mut [Rival]) {
+    for (g, w) in got.iter().zip(want.iter_mut()) {
+        if close(g.confidence, w.confidence) {
+            w.confidence = g.confidence;
+        }
+        if close_all(&g.claims, &w.claims) {
+            w.claims.clone_from(&g.claims);
         }
     }
-    want
 }
 
 /// As [`like`], for an optional fact.
