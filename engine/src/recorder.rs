@@ -1400,8 +1400,10 @@ impl Writer {
             result = self.drain_before_close(rx, &mut waiting);
         }
         if result.is_ok() {
-            self.advance_watermark(true);
-            result = self.timers(self.shared.clock.now_ns());
+            // One clock reading a batch serves the watermark and the timers.
+            let now = self.shared.clock.now_ns();
+            self.advance_watermark(true, now);
+            result = self.timers(now);
         }
         if result.is_ok() {
             result = self.flush_out().map(|_| ());
@@ -1660,9 +1662,9 @@ impl Writer {
         let changes = self.shared.working.stop_journal();
         self.emit_changes(changes);
         // The ring is never written now: it holds the watermark back no more.
-        self.advance_watermark(false);
         // Nothing is queued behind these records: they take the clock's time.
         let now = self.shared.clock.now_ns();
+        self.advance_watermark(false, now);
         let open: Vec<(u32, u64)> = self.windows.keys().copied().collect();
         for key in open {
             let at = key.1.saturating_add(self.window_ns(key)).min(now);
@@ -1676,8 +1678,8 @@ impl Writer {
         Ok(self.log.sync()?)
     }
 
-    /// Raises the watermark at the end of a batch. The clock is read first, then the
-    /// producers' `stamped` count: if the writer has received that many events, every
+    /// Raises the watermark at the end of a batch. The clock is read first (`now`, read
+    /// by the caller before this call), then the producers' `stamped` count: if the writer has received that many events, every
     /// event stamped before the clock reading has reached it (one not counted yet is
     /// counted after the load, so it reads the clock after this reading). What reached
     /// it is in the log by the next record written, but for the events the pre-roll
@@ -1685,8 +1687,7 @@ impl Writer {
     /// the clock reading or the oldest of those, the largest so far. Under a burst that
     /// never lets the counts meet, it stays where it was: a reader then reads further,
     /// never less.
-    fn advance_watermark(&mut self, ring: bool) {
-        let now = self.shared.clock.now_ns();
+    fn advance_watermark(&mut self, ring: bool, now: u64) {
         if self.shared.stamped.load(Ordering::SeqCst) != self.received {
             return;
         }
