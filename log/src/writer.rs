@@ -226,6 +226,26 @@ struct Active {
     preamble_bytes: u64,
 }
 
+impl Active {
+    /// A segment that holds nothing yet: not even its header.
+    fn empty(path: PathBuf, file: Box<dyn WriteFile>, first_seq: u64) -> Active {
+        Active {
+            path,
+            file,
+            first_seq,
+            written_len: 0,
+            writeback_from: 0,
+            record_count: 0,
+            block_count: 0,
+            first_ts: None,
+            type_counts: Vec::new(),
+            index: Vec::new(),
+            last_indexed_offset: None,
+            preamble_bytes: 0,
+        }
+    }
+}
+
 /// The writer of a log directory. There is one per directory, enforced by a lock file.
 ///
 /// Appends are `&mut self`: the host owns the writer on one thread (the recorder's
@@ -902,20 +922,7 @@ fn create_segment(
     let file = storage
         .create(&path)
         .map_err(|e| Error::io("create segment", &path, e))?;
-    let mut active = Active {
-        path,
-        file,
-        first_seq: point.next_seq,
-        written_len: 0,
-        writeback_from: 0,
-        record_count: 0,
-        block_count: 0,
-        first_ts: None,
-        type_counts: Vec::new(),
-        index: Vec::new(),
-        last_indexed_offset: None,
-        preamble_bytes: 0,
-    };
+    let mut active = Active::empty(path, file, point.next_seq);
     write_segment_header(&mut active, point, key_id, dir, storage)?;
     Ok(active)
 }
@@ -1224,20 +1231,7 @@ mod tests {
 
     #[test]
     fn a_segments_index_stops_growing_at_the_formats_limit() {
-        let mut active = Active {
-            path: PathBuf::from("x"),
-            file: Box::new(NullFile),
-            first_seq: 0,
-            written_len: 0,
-            writeback_from: 0,
-            record_count: 0,
-            block_count: 0,
-            first_ts: None,
-            type_counts: Vec::new(),
-            index: Vec::new(),
-            last_indexed_offset: None,
-            preamble_bytes: 0,
-        };
+        let mut active = Active::empty(PathBuf::from("x"), Box::new(NullFile), 0);
         let blocks = format::MAX_FOOTER_INDEX_ENTRIES as u64 + 10;
         for i in 0..blocks {
             let e = IndexEntry {
