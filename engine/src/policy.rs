@@ -1001,7 +1001,7 @@ fn duration_text(ns: u64) -> String {
         ("us", 1_000),
     ];
     for (unit, size) in UNITS {
-        if ns != 0 && ns % size == 0 {
+        if ns != 0 && ns.is_multiple_of(size) {
             return format!("{}{unit}", ns / size);
         }
     }

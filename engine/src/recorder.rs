@@ -358,6 +358,18 @@ impl Recorder {
             }
             .into());
         }
+        let policy_toml = config.policy.to_toml().into_bytes();
+        if policy_toml.len() > log.record_bytes_max() {
+            return Err(blackbox_log::Error::InvalidOptions {
+                reason: format!(
+                    "the policy is {} bytes as TOML, more than the log's record_bytes_max {}: \
+                     the log records the policy in force, so it must fit in one record",
+                    policy_toml.len(),
+                    log.record_bytes_max()
+                ),
+            }
+            .into());
+        }
         let limits = NameLimits::for_record_bytes(log.record_bytes_max());
         let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
         let shared = Arc::new(Shared {
@@ -396,7 +408,7 @@ impl Recorder {
             restored.last_ts_ns = last.map_or(0, |r| r.ts_ns());
             restored.any_record = true;
         }
-        let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored);
+        let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored, policy_toml);
         shared.working.start_journal();
         writer.open_session(&recovery)?;
         let on_panic = Arc::clone(&shared);
@@ -1176,6 +1188,9 @@ struct Writer {
     /// The encoded accounting snapshot of the segment preamble: the totals of the last
     /// accounting record.
     preamble_accounting: Option<Vec<u8>>,
+    /// The policy in force, as TOML ([`Policy::to_toml`]): written when the session
+    /// opens and in every segment's preamble.
+    policy_toml: Vec<u8>,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`).
@@ -1236,7 +1251,13 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    fn new(log: Log, shared: Arc<Shared>, config: &Config, restored: Restored) -> Writer {
+    fn new(
+        log: Log,
+        shared: Arc<Shared>,
+        config: &Config,
+        restored: Restored,
+        policy_toml: Vec<u8>,
+    ) -> Writer {
         let reset_working = !config.restore_working_memory && restored.any_record;
         let now = shared.clock.now_ns();
         Writer {
@@ -1261,6 +1282,7 @@ impl Writer {
             preamble_stale: false,
             preamble_dictionary: Vec::new(),
             preamble_accounting: None,
+            policy_toml,
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
@@ -1322,6 +1344,13 @@ impl Writer {
                 }
             }
         }
+        // The policy in force from here on; every segment this session starts opens
+        // with it too.
+        let now = self.shared.clock.now_ns();
+        let policy = std::mem::take(&mut self.policy_toml);
+        self.emit_raw(codec::POLICY, now, &policy);
+        self.policy_toml = policy;
+        self.preamble_stale = true;
         self.flush_out()?;
         self.end_batch()?;
         Ok(())
@@ -2257,7 +2286,8 @@ impl Writer {
         self.preamble_stale = true;
     }
 
-    /// Sets the segment preamble: the whole dictionary, then the accounting snapshot.
+    /// Sets the segment preamble: the whole dictionary, then the accounting snapshot,
+    /// then the policy in force.
     fn set_preamble(&mut self) -> Result<()> {
         if self.preamble_dictionary.is_empty() {
             self.preamble_dictionary = codec::encode_to_vec(&DictionaryRecord {
@@ -2268,6 +2298,7 @@ impl Writer {
         if let Some(totals) = &self.preamble_accounting {
             records.push((codec::ACCOUNTING, totals.clone()));
         }
+        records.push((codec::POLICY, self.policy_toml.clone()));
         self.log.set_segment_preamble(records)?;
         Ok(())
     }

@@ -393,6 +393,8 @@ fn stats_reports_totals_since_the_log_was_created() {
             "accounting",
             "--type",
             "checkpoint",
+            "--type",
+            "policy",
         ],
     );
     let last = all.last().unwrap();

@@ -38,6 +38,8 @@ pub struct ValueSummary {
 /// the dictionary records that precede it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rec {
+    /// The policy in force, as TOML.
+    Policy { seq: u64, ts_ns: u64, toml: String },
     Event {
         seq: u64,
         ts_ns: u64,
@@ -123,7 +125,8 @@ impl Rec {
             | Rec::Dictionary { seq, .. }
             | Rec::Recovery { seq, .. }
             | Rec::Kb { seq, .. }
-            | Rec::Working { seq, .. } => *seq,
+            | Rec::Working { seq, .. }
+            | Rec::Policy { seq, .. } => *seq,
         }
     }
 
@@ -137,7 +140,8 @@ impl Rec {
             | Rec::Dictionary { ts_ns, .. }
             | Rec::Recovery { ts_ns, .. }
             | Rec::Kb { ts_ns, .. }
-            | Rec::Working { ts_ns, .. } => *ts_ns,
+            | Rec::Working { ts_ns, .. }
+            | Rec::Policy { ts_ns, .. } => *ts_ns,
         }
     }
 
@@ -336,6 +340,12 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                 ts_ns,
                 set,
                 del,
+            }
+        } else if t == codec::POLICY {
+            Rec::Policy {
+                seq,
+                ts_ns,
+                toml: String::from_utf8(payload.to_vec()).expect("a policy is UTF-8 text"),
             }
         } else {
             panic!("unknown record type {t:?} at seq {seq}");
