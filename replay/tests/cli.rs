@@ -1136,3 +1136,42 @@ fn record_refuses_an_event_past_the_name_limits_as_its_lines_error() {
     assert_eq!(summary["kinds"]["cmd.b"]["seen"], 1, "{summary}");
     assert!(summary["kinds"].get("sensor.wide").is_none(), "{summary}");
 }
+
+/// Guards the per-log name limit through `record` (a log once grew past what it could
+/// reopen): when the log already holds every name it may, an event with a new kind is
+/// refused as its line's error, naming the line and the limit; the lines after it are
+/// recorded with `--skip-invalid`, and the log opens again.
+#[test]
+fn record_refuses_a_new_kind_past_the_logs_name_limit_naming_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("flight");
+    let max = blackbox::NAMES_PER_LOG_MAX as usize;
+    let mut input: String = (0..max)
+        .map(|i| format!("{{\"kind\":\"k{i}\"}}\n"))
+        .collect();
+    input.push_str("{\"kind\":\"one.too.many\"}\n{\"kind\":\"k1\"}\n");
+    let out = record(&dir, &input, &["--skip-invalid"]);
+    let stdout = ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = max + 1;
+    assert!(
+        stderr.contains(&format!("line {line} skipped"))
+            && stderr.contains(&format!("limit of {max}"))
+            && stderr.contains("one.too.many"),
+        "{stderr}"
+    );
+    let summary = json_lines(&stdout).pop().unwrap();
+    assert_eq!(summary["skipped"], 1, "{summary}");
+    assert_eq!(summary["kinds"]["k1"]["seen"], 2, "{summary}");
+    // Without --skip-invalid, the same line stops the run, named.
+    let err = fails(&record(
+        &dir,
+        "{\"kind\":\"k2\"}\n{\"kind\":\"also.new\"}\n",
+        &[],
+    ));
+    assert!(
+        err.contains("line 2") && err.contains(&format!("limit of {max}")),
+        "{err}"
+    );
+    ok(&blackbox(&["verify", "--dir", s(&dir)]));
+}
