@@ -482,6 +482,8 @@ impl Gate {
 #[derive(Debug, Clone, Default)]
 pub struct GatedStorage {
     gate: Arc<Gate>,
+    /// The gate fdatasyncs wait at.
+    sync_gate: Arc<Gate>,
 }
 
 impl GatedStorage {
@@ -492,6 +494,11 @@ impl GatedStorage {
     /// The gate appends wait at.
     pub fn gate(&self) -> &Gate {
         &self.gate
+    }
+
+    /// The gate fdatasyncs wait at (open unless closed).
+    pub fn sync_gate(&self) -> &Gate {
+        &self.sync_gate
     }
 }
 
@@ -596,6 +603,7 @@ impl WriteFile for GatedFile {
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
+        self.storage.sync_gate.pass();
         self.file.sync_data()
     }
 
