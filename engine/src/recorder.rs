@@ -2159,14 +2159,11 @@ impl Writer {
             return Ok(Err(SinkError::EvidenceNotInLog { seq, next_seq }));
         }
         if payload.len() > self.log.record_bytes_max() {
-            return Ok(Err(SinkError::Failed(
-                format!(
-                    "the commit takes {} bytes, more than the log's record limit of {} bytes; nothing was committed",
-                    payload.len(),
-                    self.log.record_bytes_max()
-                )
-                .into(),
-            )));
+            // The commit's own problem: refused, and the recorder goes on.
+            return Ok(Err(SinkError::TooLarge {
+                size_bytes: payload.len(),
+                limit_bytes: self.log.record_bytes_max(),
+            }));
         }
         self.emit_raw(codec::KB, ts_ns, payload);
         let time_ns = self.last_stamp_ns;
