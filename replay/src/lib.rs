@@ -20,7 +20,7 @@
 //!   [`check_export`]: whether an exported file is still what its manifest says.
 //! - [`state_at`]: time travel: the working memory, the knowledge base and the
 //!   accounting totals at any point in time; [`kb_view`]: the
-//!   knowledge base rebuilt from the log, for reading without the writer's lock.
+//!   knowledge base (a copy of the recorder's view caught up with the log, or rebuilt from it), for reading without the writer's lock.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
 //!   argument formats.
 //!
@@ -84,7 +84,7 @@ pub use output::{AtomicFile, check_output};
 pub use query::{Order, Query};
 pub use replay::{Replay, fold};
 pub use salvage::{Salvage, Salvaged, loses_records, loss_json, salvage};
-pub use state::{State, TempView, fact_json, kb_view, state_at};
+pub use state::{State, TempView, fact_json, kb_view, start_seq, state_at};
 pub use stats::{LogStats, stats};
 pub use time::{format_time, parse_duration, parse_size, parse_time, parse_time_at};
 pub use weights::{RangeAccounting, Unreconciled, Weights};

@@ -1,4 +1,4 @@
-//! Private temporary directories for the knowledge-base views that reads rebuild.
+//! Private temporary directories for the knowledge-base views that reads build.
 //!
 //! They live in one directory per user, `$TMPDIR/blackbox-UID/` (mode 0700, owned by
 //! the user, never a symbolic link), so nobody else can list or read them whatever the

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use blackbox::Counters;
+use blackbox::codec;
 use blackbox::kb::{AsOf, Fact, Version, View};
+use blackbox::log::{LogReader, ReaderOptions};
 use blackbox_log::ChainKey;
 use serde_json::{Map, Value};
 
@@ -40,7 +42,7 @@ pub struct State {
     pub accounting_seq: Option<u64>,
 }
 
-/// A knowledge-base view rebuilt from a log's commit records in a private temporary
+/// A knowledge-base view built from a log's commit records in a private temporary
 /// directory (`$TMPDIR/blackbox-UID/view-PID-…`, mode 0700), removed when dropped; one
 /// a killed process left behind is removed by the next reader. Readers use it so that they never touch the view a running
 /// recorder owns (`DIR/kb/`), and need no writer lock.
@@ -58,7 +60,16 @@ impl std::ops::Deref for TempView {
     }
 }
 
-/// Rebuilds the knowledge base of the log in `dir` into a temporary view.
+/// The knowledge base of the log in `dir` in a temporary view.
+///
+/// The view starts from a copy of the recorder's own view (`DIR/kb`), taken without
+/// any lock, when there is one that opens: the catch-up that follows checks that the
+/// commit record the copy says it applied last is in the log with that version, and
+/// reads the log forward only from there (a copy that has applied the log's last commit
+/// reads only what follows that commit). A copy that does not open, that does not match
+/// the log (ahead of it, of another log, caught mid-rebuild) or whose catch-up fails is
+/// dropped, and the view is rebuilt from the whole log, as it is when there is no
+/// `DIR/kb`.
 ///
 /// # Errors
 ///
@@ -66,11 +77,105 @@ impl std::ops::Deref for TempView {
 /// (not a log, damage), [`Error::Kb`](crate::Error::Kb) (a commit record that does not
 /// decode), [`Error::Io`](crate::Error::Io) (no private temporary directory).
 pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
-    open_log_dir(dir)?;
+    check_structure(dir, key.clone())?;
+    if let Some(view) = seeded_view(dir, key.clone()) {
+        return Ok(view);
+    }
     let temp = crate::private_temp::view_dir()?;
     let view = View::open(temp.path())?;
     view.catch_up(dir, key, None)?;
     Ok(TempView { view, _dir: temp })
+}
+
+/// Checks that `dir` is a log whose segments are all there, continue one another and
+/// are sealed but the last ([`LogReader::structure`]: two small reads per segment, no
+/// block): reads that start past the log's beginning would not meet a missing or
+/// foreign segment before their start.
+fn check_structure(dir: &Path, key: Option<ChainKey>) -> Result<()> {
+    open_log_dir(dir)?;
+    LogReader::open_with(dir, ReaderOptions { key })?.structure()?;
+    Ok(())
+}
+
+/// A temporary view started from a copy of `DIR/kb` and caught up with the log, or
+/// `None` when there is no such view or any step fails (the caller rebuilds).
+fn seeded_view(dir: &Path, key: Option<ChainKey>) -> Option<TempView> {
+    let source = dir.join(blackbox::KB_DIR);
+    if !source.is_dir() {
+        return None;
+    }
+    let temp = crate::private_temp::view_dir().ok()?;
+    copy_tree(&source, temp.path()).ok()?;
+    let view = View::open(temp.path()).ok()?;
+    view.catch_up(dir, key, None).ok()?;
+    Some(TempView { view, _dir: temp })
+}
+
+/// Copies the regular files and directories under `from` into `to` (which exists); any
+/// other kind of entry is an error.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            std::fs::create_dir(&target)?;
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            copy_sparse(&entry.path(), &target)?;
+        } else {
+            return Err(std::io::Error::other("not a file or a directory"));
+        }
+    }
+    Ok(())
+}
+
+/// Copies the file `from` to `to`, leaving out its holes: fjall's journal is a large
+/// file, mostly a hole past what it has written.
+fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::fd::AsRawFd;
+    let mut src = std::fs::File::open(from)?;
+    let len = src.metadata()?.len();
+    let mut dst = std::fs::File::create_new(to)?;
+    dst.set_len(len)?;
+    let mut pos = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    while pos < len {
+        let Ok(at) = libc::off_t::try_from(pos) else {
+            return Err(std::io::Error::other("file too large"));
+        };
+        // SAFETY: lseek on a descriptor this function owns; it reads no memory.
+        let data = unsafe { libc::lseek(src.as_raw_fd(), at, libc::SEEK_DATA) };
+        if data < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENXIO) {
+                break; // Only a hole follows.
+            }
+            return Err(e);
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(src.as_raw_fd(), data, libc::SEEK_HOLE) };
+        if hole < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let (Ok(start), Ok(end)) = (u64::try_from(data), u64::try_from(hole)) else {
+            return Err(std::io::Error::other("negative offset"));
+        };
+        let end = end.min(len);
+        src.seek(SeekFrom::Start(start))?;
+        dst.seek(SeekFrom::Start(start))?;
+        let mut left = end.saturating_sub(start);
+        while left > 0 {
+            let n = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
+            let chunk = buf.get_mut(..n).unwrap_or_default();
+            src.read_exact(chunk)?;
+            dst.write_all(chunk)?;
+            left -= n as u64;
+        }
+        pos = end.max(start.saturating_add(1));
+    }
+    Ok(())
 }
 
 /// The state of the log in `dir` at `at_ns`: the working memory the host had then
@@ -78,21 +183,26 @@ pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
 /// before it: a change stamped at `at_ns` is in it), the knowledge base as of it, and
 /// the accounting totals up to it.
 ///
-/// One pass over the log's records up to `at_ns`, decoding only checkpoints, deltas,
-/// accounting records and commits; the knowledge base is then rebuilt from the log in a
-/// temporary view, unless no commit precedes `at_ns`.
+/// The log's structure is checked first, as [`kb_view`] does. The read starts at the
+/// earlier of two records found by looking back from `at_ns`
+/// through the log's time index ([`start_seq`]): the last checkpoint at or before
+/// `at_ns` and the last accounting snapshot at or before it; it then reads forward to
+/// `at_ns`, decoding only checkpoints, deltas and accounting records. The knowledge base
+/// comes from [`kb_view`], as of the last commit at or before `at_ns`.
 ///
 /// # Errors
 ///
 /// As [`kb_view`] and [`Replay::open`].
 pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> {
+    check_structure(dir, key.clone())?;
+    let from = start_seq(dir, at_ns, key.clone())?;
     let query = Query::new()
+        .from_seq(from)
         .until(at_ns)
         .types([
             RecordType::Checkpoint,
             RecordType::Working,
             RecordType::Accounting,
-            RecordType::Kb,
         ])
         .key(key.clone());
     let mut state = State {
@@ -105,7 +215,6 @@ pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> 
         kinds: BTreeMap::new(),
         accounting_seq: None,
     };
-    let mut commits = false;
     for record in Replay::open(dir, &query)? {
         let record = record?;
         match record.body {
@@ -123,16 +232,60 @@ pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> 
                 a.fold_into(&mut state.kinds);
                 state.accounting_seq = Some(record.seq);
             }
-            Body::Kb(_) => commits = true,
             _ => {}
         }
     }
-    if commits {
-        let view = kb_view(dir, key)?;
-        state.kb_version = view.resolve(AsOf::Time(at_ns))?;
+    let view = kb_view(dir, key)?;
+    state.kb_version = view.resolve(AsOf::Time(at_ns))?;
+    if state.kb_version > 0 {
         state.kb = view.snapshot(AsOf::Version(state.kb_version))?;
     }
     Ok(state)
+}
+
+/// How far back from `at_ns` [`start_seq`] first looks (ns); it looks 4 times as far
+/// each time it finds too little.
+const LOOK_BACK_NS: u64 = 64_000_000_000;
+
+/// Where a fold up to `at_ns` may start and still give what a fold from seq 0 gives:
+/// the smaller of the seqs of the last checkpoint and of the last accounting snapshot
+/// at or before `at_ns` (a checkpoint holds the whole working memory, a snapshot every
+/// kind's totals), or 0 when the log has no such pair.
+///
+/// Records' timestamps never decrease along the log, so the records at or before
+/// `at_ns` are a prefix of it: the search reads the records stamped in a window ending
+/// at `at_ns` (found through the footers' time index), widening the window fourfold
+/// until it holds both a checkpoint and a snapshot or reaches the log's start. It costs
+/// the distance back to the later of the two, not the log's length.
+///
+/// # Errors
+///
+/// [`Error::Log`](crate::Error::Log) for damage met in the records read.
+pub fn start_seq(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<u64> {
+    let reader = LogReader::open_with(dir, ReaderOptions { key })?;
+    let mut window = LOOK_BACK_NS;
+    loop {
+        let lo = at_ns.saturating_sub(window);
+        let (mut checkpoint, mut snapshot) = (None, None);
+        for record in reader.records_by_time(lo..=at_ns)? {
+            let record = record?;
+            let t = record.record_type();
+            if t == codec::CHECKPOINT {
+                checkpoint = Some(record.seq().0);
+            } else if t == codec::ACCOUNTING
+                && codec::is_accounting_snapshot(record.payload()) == Some(true)
+            {
+                snapshot = Some(record.seq().0);
+            }
+        }
+        if let (Some(c), Some(s)) = (checkpoint, snapshot) {
+            return Ok(c.min(s));
+        }
+        if lo == 0 {
+            return Ok(0);
+        }
+        window = window.saturating_mul(4);
+    }
 }
 
 impl State {

@@ -1,9 +1,10 @@
 //! `blackbox kb`: the knowledge base from the command line.
 //!
 //! Writes (`put`, `refute`, `retract`, `revert`, `rebuild`) open the log as its writer,
-//! so they need the directory's writer lock, like `record`. Reads rebuild the knowledge
-//! base from the log's commit records in a temporary view: they take no lock and never
-//! touch the view a running recorder owns.
+//! so they need the directory's writer lock, like `record`. Reads use a temporary view
+//! ([`kb_view`]: a copy of the recorder's view caught up with the log, or one rebuilt
+//! from the log's commit records): they take no lock and never open the view a running
+//! recorder owns.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
