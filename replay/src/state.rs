@@ -130,50 +130,49 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Copies the file `from` to `to`, leaving out its holes: fjall's journal is a large
-/// file, mostly a hole past what it has written.
+/// Copies the file `from` to `to`, leaving out the MiB-aligned stretches that are holes
+/// (one `SEEK_DATA` per MiB): fjall's journal is a large file, mostly a hole past what
+/// it has written.
 fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
     use std::io::{Read, Seek, SeekFrom, Write};
     use std::os::fd::AsRawFd;
+    const CHUNK: u64 = 1 << 20;
     let mut src = std::fs::File::open(from)?;
     let len = src.metadata()?.len();
     let mut dst = std::fs::File::create_new(to)?;
     dst.set_len(len)?;
-    let mut pos = 0u64;
     let mut buf = vec![0u8; 1 << 20];
-    while pos < len {
-        let Ok(at) = libc::off_t::try_from(pos) else {
+    let mut chunk = 0u64;
+    while chunk < len {
+        let end = chunk.saturating_add(CHUNK).min(len);
+        let Ok(at) = libc::off_t::try_from(chunk) else {
             return Err(std::io::Error::other("file too large"));
         };
         // SAFETY: lseek on a descriptor this function owns; it reads no memory.
         let data = unsafe { libc::lseek(src.as_raw_fd(), at, libc::SEEK_DATA) };
-        if data < 0 {
+        let start = if data < 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::ENXIO) {
                 break; // Only a hole follows.
             }
             return Err(e);
-        }
-        // SAFETY: as above.
-        let hole = unsafe { libc::lseek(src.as_raw_fd(), data, libc::SEEK_HOLE) };
-        if hole < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let (Ok(start), Ok(end)) = (u64::try_from(data), u64::try_from(hole)) else {
-            return Err(std::io::Error::other("negative offset"));
+        } else {
+            u64::try_from(data).map_err(|_| std::io::Error::other("negative offset"))?
         };
-        let end = end.min(len);
+        if start >= end {
+            // The chunk is a hole: skip to the chunk holding the next data.
+            chunk = (start - start % CHUNK).max(end);
+            continue;
+        }
         src.seek(SeekFrom::Start(start))?;
         dst.seek(SeekFrom::Start(start))?;
-        let mut left = end.saturating_sub(start);
-        while left > 0 {
-            let n = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
-            let chunk = buf.get_mut(..n).unwrap_or_default();
-            src.read_exact(chunk)?;
-            dst.write_all(chunk)?;
-            left -= n as u64;
-        }
-        pos = end.max(start.saturating_add(1));
+        let n = usize::try_from(end - start)
+            .unwrap_or(buf.len())
+            .min(buf.len());
+        let piece = buf.get_mut(..n).unwrap_or_default();
+        src.read_exact(piece)?;
+        dst.write_all(piece)?;
+        chunk = end;
     }
     Ok(())
 }
