@@ -104,11 +104,46 @@ fn seeded_view(dir: &Path, key: Option<ChainKey>) -> Option<TempView> {
     if !source.is_dir() {
         return None;
     }
-    let temp = crate::private_temp::view_dir().ok()?;
-    copy_tree(&source, temp.path()).ok()?;
+    // A copy is used only if no file of the view changed while it was taken (a
+    // recorder committing meanwhile): a few tries, then the rebuild.
+    let temp = (0..3).find_map(|_| {
+        let temp = crate::private_temp::view_dir().ok()?;
+        copy_unchanged(&source, temp.path(), || {})
+            .ok()?
+            .then_some(temp)
+    })?;
     let view = View::open(temp.path()).ok()?;
     view.catch_up(dir, key, None).ok()?;
     Some(TempView { view, _dir: temp })
+}
+
+/// Every file and directory under `dir` with its length and modification time.
+type Listing = Vec<(std::path::PathBuf, u64, Option<std::time::SystemTime>)>;
+
+fn listing(dir: &Path, out: &mut Listing) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<std::io::Result<_>>()?;
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in entries {
+        let meta = entry.metadata()?;
+        out.push((entry.path(), meta.len(), meta.modified().ok()));
+        if meta.is_dir() {
+            listing(&entry.path(), out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies `from` into `to` ([`copy_tree`]); `false` when a file or directory under
+/// `from` was added, removed, resized or modified between the listing taken before the
+/// copy and the one after it (`meanwhile` runs right after the first).
+fn copy_unchanged(from: &Path, to: &Path, meanwhile: impl FnOnce()) -> std::io::Result<bool> {
+    let mut before = Vec::new();
+    listing(from, &mut before)?;
+    meanwhile();
+    copy_tree(from, to)?;
+    let mut after = Vec::new();
+    listing(from, &mut after)?;
+    Ok(before == after)
 }
 
 /// Copies the regular files and directories under `from` into `to` (which exists); any
@@ -336,4 +371,32 @@ pub fn fact_json(fact: &Fact) -> Value {
         "rivals": fact.rivals,
         "refuted": fact.refuted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+    use super::*;
+
+    #[test]
+    fn a_copy_during_which_the_view_changed_is_not_used() {
+        let from = tempfile::tempdir().unwrap();
+        std::fs::create_dir(from.path().join("sub")).unwrap();
+        std::fs::write(from.path().join("sub/table"), b"abc").unwrap();
+        std::fs::write(from.path().join("0.jnl"), b"journal").unwrap();
+        let to = tempfile::tempdir().unwrap();
+        assert!(copy_unchanged(from.path(), to.path(), || {}).unwrap());
+        assert_eq!(std::fs::read(to.path().join("sub/table")).unwrap(), b"abc");
+        assert_eq!(std::fs::read(to.path().join("0.jnl")).unwrap(), b"journal");
+        for change in 0..3 {
+            let to = tempfile::tempdir().unwrap();
+            let changed = copy_unchanged(from.path(), to.path(), || match change {
+                0 => std::fs::write(from.path().join("0.jnl"), b"journal, longer").unwrap(),
+                1 => std::fs::write(from.path().join("sub/new"), b"x").unwrap(),
+                _ => std::fs::remove_file(from.path().join("sub/table")).unwrap(),
+            });
+            assert!(!changed.unwrap(), "change {change}");
+        }
+    }
 }
