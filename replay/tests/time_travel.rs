@@ -143,8 +143,16 @@ fn segments(dir: &Path) -> usize {
     blackbox::log::list_segments(dir).unwrap().len()
 }
 
+/// Cases of the property: `PROPTEST_CASES`, or 5.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 5, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn state_at_any_time_equals_the_fold_of_the_whole_log(seed in any::<u64>()) {
