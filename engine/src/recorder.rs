@@ -2287,7 +2287,12 @@ impl Writer {
             payload: std::mem::take(&mut msg.payload),
             values: std::mem::take(&mut msg.values),
         };
-        self.emit_encoded(codec::EVENT, msg.ts_ns, &record);
+        // Encoded straight into the batch buffer, without the padding rkyv archives
+        // need: an event record is read with byte copies, at any alignment.
+        let at = self.stamp(msg.ts_ns);
+        let start = self.arena.len();
+        record.encode_with(at, |b| self.arena.extend_from_slice(b));
+        self.out.push((codec::EVENT, at, start..self.arena.len()));
     }
 
     /// Queues a record encoded straight into the batch buffer, stamped no earlier than

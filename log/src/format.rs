@@ -12,8 +12,8 @@ pub const ALIGN: usize = 8;
 
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"BBOXSEG\0";
-/// The newest format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes, and the only one it reads.
+pub const FORMAT_VERSION: u32 = 2;
 /// Length of the segment header in bytes.
 pub const SEGMENT_HEADER_LEN: usize = 96;
 /// Segment header flag: the chain mixes in a secret key.

@@ -975,7 +975,7 @@ fn precheck_header(entry: &SegmentEntry) -> Result<()> {
         });
     }
     let version = if n == 12 { format::u32_at(&head, 8) } else { 0 };
-    if version > FORMAT_VERSION {
+    if version != 0 && version != FORMAT_VERSION {
         return Err(Error::UnsupportedVersion {
             segment: entry.path.clone(),
             found: version,

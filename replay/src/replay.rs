@@ -353,8 +353,8 @@ impl Scan {
             let last = self.query.to_seq.is_some_and(|t| seq >= t);
             if let Some(below) = self.late_below_ns
                 && raw.record_type() == codec::EVENT
-                && codec::access::<codec::ArchivedEventRecord>(raw.payload())
-                    .is_ok_and(|e| e.recorded_ns.to_native() < below)
+                && codec::decode_event(raw.payload(), raw.ts_ns())
+                    .is_ok_and(|e| e.recorded_ns < below)
             {
                 if self.query.until_ns.is_none_or(|u| raw.ts_ns() <= u) {
                     self.last_read = Some((seq, raw.ts_ns()));
