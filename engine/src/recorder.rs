@@ -1178,8 +1178,9 @@ struct Writer {
     preamble_accounting: Option<Vec<u8>>,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
-    /// Encoded records of the current batch: (type, ts, range in `arena`).
-    out: Vec<(RecordType, u64, std::ops::Range<usize>)>,
+    /// Encoded records of the current batch: (type, ts, range in `arena`, tag for the
+    /// log's tag index: an event's kind id, 0 for other records).
+    out: Vec<(RecordType, u64, std::ops::Range<usize>, u32)>,
     arena: rkyv::util::AlignedVec,
     /// The kinds of the kept events among `out`: lost if their append fails.
     out_kept: Vec<u32>,
@@ -1743,7 +1744,8 @@ impl Writer {
             for chunk in crate::delta::encode(&sets, &dels, self.log.record_bytes_max()) {
                 let start = self.arena.len();
                 self.arena.extend_from_slice(&chunk);
-                self.out.push((codec::WORKING, at, start..self.arena.len()));
+                self.out
+                    .push((codec::WORKING, at, start..self.arena.len(), 0));
             }
             for key in dels {
                 self.logged.remove(&key);
@@ -2292,7 +2294,8 @@ impl Writer {
         let at = self.stamp(msg.ts_ns);
         let start = self.arena.len();
         record.encode_with(at, |b| self.arena.extend_from_slice(b));
-        self.out.push((codec::EVENT, at, start..self.arena.len()));
+        self.out
+            .push((codec::EVENT, at, start..self.arena.len(), record.kind));
     }
 
     /// Queues a record encoded straight into the batch buffer, stamped no earlier than
@@ -2300,7 +2303,7 @@ impl Writer {
     fn emit_encoded<T: codec::Encode>(&mut self, t: RecordType, ts_ns: u64, value: &T) {
         let at = self.stamp(ts_ns);
         let range = codec::encode_append(value, &mut self.arena);
-        self.out.push((t, at, range));
+        self.out.push((t, at, range, 0));
     }
 
     /// Queues a record, stamped no earlier than anything before it.
@@ -2308,7 +2311,7 @@ impl Writer {
         let at = self.stamp(ts_ns);
         let start = self.arena.len();
         self.arena.extend_from_slice(bytes);
-        self.out.push((t, at, start..self.arena.len()));
+        self.out.push((t, at, start..self.arena.len(), 0));
     }
 
     /// Appends the batch's encoded records; returns the last seq. On an error nothing
@@ -2325,7 +2328,9 @@ impl Writer {
         let records: Vec<Record<'_>> = self
             .out
             .iter()
-            .map(|(t, ts, range)| Record::new(*t, *ts, &self.arena[range.clone()]))
+            .map(|(t, ts, range, tag)| {
+                Record::new(*t, *ts, &self.arena[range.clone()]).with_tag(*tag)
+            })
             .collect();
         let last = self.log.append_batch(&records)?;
         self.dirty = true;

@@ -420,6 +420,11 @@ impl Decoder {
         Ok(())
     }
 
+    /// The names known so far: every dictionary entry decoded or learned.
+    pub fn names(&self) -> &DictionaryFold {
+        &self.names
+    }
+
     /// The name of an interned id, if a dictionary record seen so far names it.
     pub fn name(&self, id: u32) -> Option<&str> {
         self.names.name(id)

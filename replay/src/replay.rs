@@ -63,6 +63,10 @@ struct Scan {
     /// The second pass of a read in time order: events that happened before this are
     /// the late ones, merged in by seq; they are passed over without being decoded.
     late_below_ns: Option<u64>,
+    /// For a query by kind: how many names the decoder knew when the read was last
+    /// told which kind ids to keep (the log's tag index then skips the sealed blocks
+    /// that hold only events of other kinds).
+    tagged_names: Option<usize>,
 }
 
 impl Replay {
@@ -151,8 +155,8 @@ impl Replay {
     }
 
     /// How many records this read has taken from the log so far (both passes, with
-    /// [`Order::Happened`]), the dictionary records before the range included: what a
-    /// bounded read costs.
+    /// [`Order::Happened`]), the dictionary records before the range included, the
+    /// blocks a query by kind skips excluded: what a bounded read costs.
     pub fn records_read(&self) -> u64 {
         self.first_pass_read + self.scan.read + self.late_reader.as_ref().map_or(0, |l| l.read)
     }
@@ -165,7 +169,8 @@ impl Replay {
     }
 
     /// The seq and timestamp of the last record read inside the seq and time range,
-    /// selected or not (in log order).
+    /// selected or not (in log order). A query by kind does not read the blocks the
+    /// log's tag index says hold only other kinds' events.
     pub fn last_read(&self) -> Option<(u64, u64)> {
         self.scan.last_read
     }
@@ -308,6 +313,7 @@ impl Scan {
             read: 0,
             watermark_ns: 0,
             late_below_ns: None,
+            tagged_names: None,
         };
         if query.empty_by_bounds() {
             return Ok(scan);
@@ -328,11 +334,38 @@ impl Scan {
             None => Bound::Unbounded,
         };
         scan.records = Some(reader.records((Bound::Included(Seq(dict_start)), hi))?);
+        if query.selects_by_kind() {
+            scan.tag_kinds();
+        }
         Ok(scan)
+    }
+
+    /// Tells the read which kind ids the query selects, among the names known so far:
+    /// the blocks of sealed segments that hold only events of other kinds (and no
+    /// other record) are then skipped unread. A block that holds a dictionary record is
+    /// always read, and a kind is named before its first event, so every kind is known
+    /// before a block holding its events is reached.
+    fn tag_kinds(&mut self) {
+        let names = self.decoder.names();
+        if self.tagged_names == Some(names.len()) {
+            return;
+        }
+        self.tagged_names = Some(names.len());
+        let ids: Vec<u32> = names
+            .iter()
+            .filter(|(_, name)| self.query.kind_selected(Some(name)))
+            .map(|(id, _)| id)
+            .collect();
+        if let Some(records) = self.records.as_mut() {
+            records.set_tags(Some(ids));
+        }
     }
 
     fn next_record(&mut self) -> Result<Option<Record>> {
         loop {
+            if self.tagged_names.is_some() {
+                self.tag_kinds();
+            }
             let Some(raw) = self.records.as_mut().and_then(Iterator::next) else {
                 self.records = None;
                 return Ok(None);
