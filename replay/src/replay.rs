@@ -67,6 +67,9 @@ struct Scan {
     /// told which kind ids to keep (the log's tag index then skips the sealed blocks
     /// that hold only events of other kinds).
     tagged_names: Option<usize>,
+    /// For a query by kind: the ids of the kinds it selects among the names known,
+    /// ascending. An event of another named kind is passed over undecoded.
+    kind_ids: Vec<u32>,
 }
 
 impl Replay {
@@ -314,6 +317,7 @@ impl Scan {
             watermark_ns: 0,
             late_below_ns: None,
             tagged_names: None,
+            kind_ids: Vec::new(),
         };
         if query.empty_by_bounds() {
             return Ok(scan);
@@ -351,14 +355,27 @@ impl Scan {
             return;
         }
         self.tagged_names = Some(names.len());
-        let ids: Vec<u32> = names
+        let mut ids: Vec<u32> = names
             .iter()
             .filter(|(_, name)| self.query.kind_selected(Some(name)))
             .map(|(id, _)| id)
             .collect();
+        ids.sort_unstable();
         if let Some(records) = self.records.as_mut() {
-            records.set_tags(Some(ids));
+            records.set_tags(Some(ids.clone()));
         }
+        self.kind_ids = ids;
+    }
+
+    /// Whether `raw` is an event of a named kind the query does not select: read from
+    /// its header alone. An event that does not decode, or whose kind no dictionary
+    /// record named, is left to the decoder, which reports it.
+    fn other_kinds_event(&self, raw: &blackbox::LogRecord) -> bool {
+        self.tagged_names.is_some()
+            && raw.record_type() == codec::EVENT
+            && codec::decode_event(raw.payload(), raw.ts_ns()).is_ok_and(|e| {
+                self.kind_ids.binary_search(&e.kind).is_err() && self.decoder.name(e.kind).is_some()
+            })
     }
 
     fn next_record(&mut self) -> Result<Option<Record>> {
@@ -437,6 +454,9 @@ impl Scan {
         }
         if !self.query.type_selected(RecordType::from_tag(tag)) {
             self.decoder.learn(raw)?;
+            return Ok(None);
+        }
+        if self.other_kinds_event(raw) {
             return Ok(None);
         }
         let record = self.decoder.decode(raw)?;
