@@ -32,6 +32,10 @@ pub const RECOVERY: RecordType = RecordType(8);
 /// Working-memory changes at one time (JSON object, see
 /// [`WorkingDelta`](crate::WorkingDelta)).
 pub const WORKING: RecordType = RecordType(9);
+/// The retention policy in force from this record on (UTF-8 TOML text, as
+/// [`Policy::to_toml`](crate::Policy::to_toml) writes it): written when a session opens
+/// and in every segment's preamble.
+pub const POLICY: RecordType = RecordType(10);
 
 /// Why an event was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

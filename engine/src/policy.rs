@@ -374,6 +374,41 @@ impl Policy {
         file.into_policy(text)
     }
 
+    /// The policy as TOML text that [`Policy::from_toml_str`] reads back to a policy that
+    /// classifies every kind the same: what the recorder writes into the log as the
+    /// policy in force. Durations are written in the largest unit that keeps them exact,
+    /// sizes in bytes. A default tier the TOML form cannot name (`sample` or `summary`,
+    /// possible through the builder) is written as a last rule matching every kind; for
+    /// any other policy the text reads back to an equal one.
+    #[must_use]
+    pub fn to_toml(&self) -> String {
+        let (default, catch_all) = match &self.default {
+            Tier::Full => ("full", None),
+            Tier::Drop => ("drop", None),
+            other => ("full", Some(other)),
+        };
+        let mut rules: Vec<RuleOut> = self
+            .rules
+            .iter()
+            .map(|r| RuleOut::new(&r.pattern, &r.tier, r.preroll))
+            .collect();
+        if let Some(tier) = catch_all {
+            rules.push(RuleOut::new("*", tier, false));
+        }
+        let out = PolicyOut {
+            default,
+            rules,
+            incident: self.incident.as_ref().map(|i| IncidentOut {
+                triggers: &i.triggers,
+                preroll: duration_text(i.preroll_ns),
+                postroll: duration_text(i.postroll_ns),
+                preroll_bytes_max: format!("{}B", i.preroll_bytes_max),
+            }),
+        };
+        // Strings, booleans, numbers and tables of them: the serializer cannot fail.
+        toml::to_string(&out).unwrap_or_default()
+    }
+
     /// Reads, parses and compiles the policy file at `path`. Files larger than
     /// [`POLICY_FILE_BYTES_MAX`] are refused.
     ///
@@ -597,6 +632,11 @@ fn check_tier(tier: &Tier) -> Result<(), String> {
 fn check_every(n: u64) -> Result<(), String> {
     if n == 0 {
         return Err("every must be at least 1 (keep 1 in N events), got 0".to_owned());
+    }
+    // The policy's TOML form (`Policy::to_toml`, written into the log) holds integers
+    // as i64.
+    if i64::try_from(n).is_err() {
+        return Err(format!("every must be at most {}, got {n}", i64::MAX));
     }
     Ok(())
 }
@@ -895,6 +935,77 @@ fn line_of(text: &str, offset: usize) -> usize {
 fn line_of_bytes(bytes: &[u8], offset: usize) -> usize {
     let before = bytes.get(..offset).unwrap_or(bytes);
     before.iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+// The TOML text `Policy::to_toml` writes.
+
+#[derive(serde::Serialize)]
+struct PolicyOut<'a> {
+    default: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rules: Vec<RuleOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    incident: Option<IncidentOut<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct RuleOut<'a> {
+    #[serde(rename = "match")]
+    pattern: &'a str,
+    tier: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    every: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    window: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    preroll: bool,
+}
+
+impl<'a> RuleOut<'a> {
+    fn new(pattern: &'a str, tier: &Tier, preroll: bool) -> RuleOut<'a> {
+        let mut rule = RuleOut {
+            pattern,
+            tier: tier.name(),
+            every: None,
+            rate: None,
+            window: None,
+            preroll,
+        };
+        match *tier {
+            Tier::Sample(Sampling::Every(n)) => rule.every = Some(n),
+            Tier::Sample(Sampling::Rate(p)) => rule.rate = Some(p),
+            Tier::Summary { window_ns } => rule.window = Some(duration_text(window_ns)),
+            Tier::Full | Tier::Drop => {}
+        }
+        rule
+    }
+}
+
+#[derive(serde::Serialize)]
+struct IncidentOut<'a> {
+    triggers: &'a [String],
+    preroll: String,
+    postroll: String,
+    preroll_bytes_max: String,
+}
+
+/// A duration in the largest unit [`parse_duration`] reads that keeps it exact.
+fn duration_text(ns: u64) -> String {
+    const UNITS: [(&str, u64); 5] = [
+        ("h", 3_600 * NS_PER_SEC),
+        ("m", 60 * NS_PER_SEC),
+        ("s", NS_PER_SEC),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ];
+    for (unit, size) in UNITS {
+        if ns != 0 && ns.is_multiple_of(size) {
+            return format!("{}{unit}", ns / size);
+        }
+    }
+    format!("{ns}ns")
 }
 
 // The TOML file's shape. Fields whose problems need a place in the file are `Spanned`, so

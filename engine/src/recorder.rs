@@ -50,6 +50,7 @@ pub struct Config {
     event_bytes_max: usize,
     clock: Arc<dyn Clock>,
     kb_half_life_ns: u64,
+    working_queue_bytes_max: usize,
 }
 
 impl Default for Config {
@@ -67,6 +68,7 @@ impl Default for Config {
             event_bytes_max: 1 << 20,
             clock: Arc::new(SystemClock),
             kb_half_life_ns: blackbox_kb::adjudicate::DEFAULT_HALF_LIFE_NS,
+            working_queue_bytes_max: crate::working::QUEUE_BYTES_MAX,
         }
     }
 }
@@ -149,6 +151,19 @@ impl Config {
     #[must_use]
     pub fn kb_half_life_ns(mut self, ns: u64) -> Self {
         self.kb_half_life_ns = ns;
+        self
+    }
+
+    /// Bytes of working-memory changes that may wait for the writer (default 64 MiB).
+    /// A change counts its key, its value as JSON text and
+    /// [`WORKING_CHANGE_BYTES`](crate::WORKING_CHANGE_BYTES) of bookkeeping. When more
+    /// wait, the change that went over is made all the same, and the call that made it
+    /// (`set`, `remove`, `replace`) returns once the writer has taken every change
+    /// queued: a host that changes the memory faster than the writer logs it is slowed
+    /// down, never refused, and no change is dropped. 0 makes every change wait so.
+    #[must_use]
+    pub fn working_queue_bytes_max(mut self, bytes: usize) -> Self {
+        self.working_queue_bytes_max = bytes;
         self
     }
 }
@@ -358,6 +373,18 @@ impl Recorder {
             }
             .into());
         }
+        let policy_toml = config.policy.to_toml().into_bytes();
+        if policy_toml.len() > log.record_bytes_max() {
+            return Err(blackbox_log::Error::InvalidOptions {
+                reason: format!(
+                    "the policy is {} bytes as TOML, more than the log's record_bytes_max {}: \
+                     the log records the policy in force, so it must fit in one record",
+                    policy_toml.len(),
+                    log.record_bytes_max()
+                ),
+            }
+            .into());
+        }
         let limits = NameLimits::for_record_bytes(log.record_bytes_max());
         let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
         let shared = Arc::new(Shared {
@@ -370,6 +397,7 @@ impl Recorder {
                     .saturating_sub(crate::working::DELTA_OVERHEAD_BYTES),
                 Arc::clone(&config.clock),
                 notify_writer(tx.clone()),
+                config.working_queue_bytes_max,
             )),
             postroll_until_ns: AtomicU64::new(0),
             stamped: AtomicU64::new(0),
@@ -396,7 +424,7 @@ impl Recorder {
             restored.last_ts_ns = last.map_or(0, |r| r.ts_ns());
             restored.any_record = true;
         }
-        let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored);
+        let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored, policy_toml);
         shared.working.start_journal();
         writer.open_session(&recovery)?;
         let on_panic = Arc::clone(&shared);
@@ -629,8 +657,11 @@ impl Recorder {
 
     /// Records an event that will be cited as evidence (by a knowledge-base commit or
     /// by the host): it is written whatever its kind's tier says (counted as `kept`),
-    /// and its seq is returned once it is in the log, durable after the next
-    /// [`Recorder::sync`]. An incident trigger recorded this way triggers as
+    /// and its seq is returned once it is as durable as the durability mode makes a
+    /// batch: written to the operating system (`Flush`: a crash of the process cannot
+    /// lose it), fdatasynced (`Sync`: a power cut cannot lose it), or appended to the
+    /// log's buffer (`Buffered`: durable after the next [`Recorder::sync`]). A host may
+    /// cite the seq at once. An incident trigger recorded this way triggers as
     /// [`Recorder::record`] would (pre-roll, marker, checkpoint, post-roll), and its own
     /// seq is returned.
     ///
@@ -1176,6 +1207,9 @@ struct Writer {
     /// The encoded accounting snapshot of the segment preamble: the totals of the last
     /// accounting record.
     preamble_accounting: Option<Vec<u8>>,
+    /// The policy in force, as TOML ([`Policy::to_toml`]): written when the session
+    /// opens and in every segment's preamble.
+    policy_toml: Vec<u8>,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`, tag for the
@@ -1191,9 +1225,9 @@ struct Writer {
     /// Whether what a failure cost was moved to `lost`.
     failure_accounted: bool,
     /// The working memory as the log holds it so far: the last checkpoint with every
-    /// delta since folded in. Checkpoints write it, so a checkpoint is exactly the fold
-    /// of the records before it.
-    logged: BTreeMap<String, serde_json::Value>,
+    /// delta since folded in, each value as compact JSON text. Checkpoints write it, so
+    /// a checkpoint is exactly the fold of the records before it.
+    logged: BTreeMap<String, String>,
     /// Write a checkpoint of the empty memory when the session opens: the log holds a
     /// memory this session did not restore.
     reset_working: bool,
@@ -1228,6 +1262,9 @@ enum Phase {
 struct Waiting {
     syncs: Vec<Reply<Option<Seq>>>,
     close: Option<Reply<Option<Seq>>>,
+    /// Events recorded as evidence, with their seqs: answered once the batch is as
+    /// durable as the durability mode makes it (written, or synced).
+    evidence: Vec<(Reply<Seq>, Seq)>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -1237,7 +1274,13 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    fn new(log: Log, shared: Arc<Shared>, config: &Config, restored: Restored) -> Writer {
+    fn new(
+        log: Log,
+        shared: Arc<Shared>,
+        config: &Config,
+        restored: Restored,
+        policy_toml: Vec<u8>,
+    ) -> Writer {
         let reset_working = !config.restore_working_memory && restored.any_record;
         let now = shared.clock.now_ns();
         Writer {
@@ -1262,6 +1305,7 @@ impl Writer {
             preamble_stale: false,
             preamble_dictionary: Vec::new(),
             preamble_accounting: None,
+            policy_toml,
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
@@ -1270,7 +1314,12 @@ impl Writer {
             dirty: false,
             received: 0,
             failure_accounted: false,
-            logged: restored.working,
+            logged: restored
+                .working
+                .into_iter()
+                // Writing JSON of a `Value` into a string cannot fail.
+                .map(|(k, v)| (k, serde_json::to_string(&v).unwrap_or_default()))
+                .collect(),
             reset_working,
             watermark_ns: 0,
             shared,
@@ -1285,6 +1334,8 @@ impl Writer {
     /// snapshot too: the segment then opens with the whole preamble, as every other.
     fn open_session(&mut self, recovery: &Recovery) -> Result<()> {
         let segment_empty = self.log.active_segment_first_seq() == self.log.next_seq();
+        // One reading serves the session's first records.
+        let now = self.shared.clock.now_ns();
         if recovery.torn_bytes_cut > 0 {
             // Stamped with the log's last stamp: the cut happened after it.
             let at = self.last_stamp_ns;
@@ -1303,13 +1354,13 @@ impl Writer {
         }
         if self.reset_working {
             // The memory starts empty although the log holds one: say so, or readers
-            // would fold this session's changes into the last session's memory.
-            let at = self.last_stamp_ns;
-            self.emit_raw(codec::CHECKPOINT, at, b"{}");
+            // would fold this session's changes into the last session's memory. Stamped
+            // with the time of the open (`emit_raw` keeps it no earlier than the log's
+            // last stamp): at the last session's last stamp its memory still held.
+            self.emit_raw(codec::CHECKPOINT, now, b"{}");
         }
         let all = self.shared.names.all();
         if !all.is_empty() {
-            let now = self.shared.clock.now_ns();
             self.emit_dictionary(all, now);
             if self.base.iter().any(|c| *c != Counters::default()) {
                 let snapshot = AccountingRecord {
@@ -1323,6 +1374,13 @@ impl Writer {
                 }
             }
         }
+        // The policy in force from here on; every segment this session starts opens
+        // with it too.
+        let now = self.shared.clock.now_ns();
+        let policy = std::mem::take(&mut self.policy_toml);
+        self.emit_raw(codec::POLICY, now, &policy);
+        self.policy_toml = policy;
+        self.preamble_stale = true;
         self.flush_out()?;
         self.end_batch()?;
         Ok(())
@@ -1415,6 +1473,9 @@ impl Writer {
             for s in waiting.syncs {
                 let _ = s.send(Err(failure.clone()));
             }
+            for (r, _) in waiting.evidence {
+                let _ = r.send(Err(failure.clone()));
+            }
             let mut closing = false;
             if let Some(reply) = waiting.close {
                 let _ = reply.send(Err(failure));
@@ -1430,13 +1491,16 @@ impl Writer {
             for s in waiting.syncs {
                 let _ = s.send(r.clone());
             }
+            answer_evidence(waiting.evidence, r.as_ref().map(|_| ()));
             let _ = reply.send(r);
             return true;
         }
         if waiting.syncs.is_empty() {
-            if let Err(e) = self.end_batch() {
-                self.fail(&e);
+            let r = self.end_batch();
+            if let Err(e) = &r {
+                self.fail(e);
             }
+            answer_evidence(waiting.evidence, r.as_ref().map(|_| ()));
         } else {
             // The barrier applies every durability mode: nothing is left dirty.
             self.dirty = false;
@@ -1446,6 +1510,7 @@ impl Writer {
                 // reply is accepted and then lost.
                 self.fail(e);
             }
+            answer_evidence(waiting.evidence, r.as_ref().map(|_| ()));
             for s in waiting.syncs {
                 let _ = s.send(r.clone());
             }
@@ -1497,9 +1562,9 @@ impl Writer {
                     self.flush_out()
                 };
                 match written {
-                    Ok(seq) => {
-                        let _ = reply.send(Ok(seq.unwrap_or(Seq(0))));
-                    }
+                    // Answered at the batch's end, once the durability mode is applied:
+                    // a host cites the seq at once, and a crash must not lose it then.
+                    Ok(seq) => waiting.evidence.push((reply, seq.unwrap_or(Seq(0)))),
                     Err(e) => {
                         self.fail(&e);
                         let _ = reply.send(Err(e.clone()));
@@ -1632,7 +1697,17 @@ impl Writer {
     /// as JSON, or `CheckpointTooLarge` when it would not fit in a log record (the memory
     /// refuses a `set` that would make it so).
     fn snapshot(&self) -> Result<Vec<u8>> {
-        let bytes = serde_json::to_vec(&self.logged).unwrap_or_else(|_| b"{}".to_vec());
+        let mut bytes = b"{".to_vec();
+        for (i, (key, text)) in self.logged.iter().enumerate() {
+            if i > 0 {
+                bytes.push(b',');
+            }
+            // Writing JSON of a `String` into a vector cannot fail.
+            let _ = serde_json::to_writer(&mut bytes, key);
+            bytes.push(b':');
+            bytes.extend_from_slice(text.as_bytes());
+        }
+        bytes.push(b'}');
         let limit_bytes = self.log.record_bytes_max();
         if bytes.len() > limit_bytes {
             return Err(Error::CheckpointTooLarge {
@@ -2115,14 +2190,11 @@ impl Writer {
             return Ok(Err(SinkError::EvidenceNotInLog { seq, next_seq }));
         }
         if payload.len() > self.log.record_bytes_max() {
-            return Ok(Err(SinkError::Failed(
-                format!(
-                    "the commit takes {} bytes, more than the log's record limit of {} bytes; nothing was committed",
-                    payload.len(),
-                    self.log.record_bytes_max()
-                )
-                .into(),
-            )));
+            // The commit's own problem: refused, and the recorder goes on.
+            return Ok(Err(SinkError::TooLarge {
+                size_bytes: payload.len(),
+                limit_bytes: self.log.record_bytes_max(),
+            }));
         }
         self.emit_raw(codec::KB, ts_ns, payload);
         let time_ns = self.last_stamp_ns;
@@ -2259,7 +2331,8 @@ impl Writer {
         self.preamble_stale = true;
     }
 
-    /// Sets the segment preamble: the whole dictionary, then the accounting snapshot.
+    /// Sets the segment preamble: the whole dictionary, then the accounting snapshot,
+    /// then the policy in force.
     fn set_preamble(&mut self) -> Result<()> {
         if self.preamble_dictionary.is_empty() {
             self.preamble_dictionary = codec::encode_to_vec(&DictionaryRecord {
@@ -2270,6 +2343,7 @@ impl Writer {
         if let Some(totals) = &self.preamble_accounting {
             records.push((codec::ACCOUNTING, totals.clone()));
         }
+        records.push((codec::POLICY, self.policy_toml.clone()));
         self.log.set_segment_preamble(records)?;
         Ok(())
     }
@@ -2338,6 +2412,14 @@ impl Writer {
         self.arena.clear();
         self.out_kept.clear();
         Ok(last)
+    }
+}
+
+/// Answers the events recorded as evidence in a batch: with their seqs once the batch is
+/// as durable as the durability mode makes it, or with the failure that stopped it.
+fn answer_evidence(evidence: Vec<(Reply<Seq>, Seq)>, durable: std::result::Result<(), &Error>) {
+    for (reply, seq) in evidence {
+        let _ = reply.send(durable.map(|()| seq).map_err(Error::clone));
     }
 }
 

@@ -1798,6 +1798,50 @@ fn a_refuted_value_past_the_bound_is_remembered_and_stays_rejected() {
     assert_eq!(c.outcome, Outcome::Duplicate);
 }
 
+/// Guards a past bug: a retract makes a key forget its refuted values (as it forgets
+/// its rivals), and a revert to a version before the retract must give back what the key
+/// remembered there, the value the fact let go past the bound of 16 included. Before
+/// the fix the let-go value came back forgotten: claimed again it was believed.
+#[test]
+fn a_revert_past_a_retract_gives_back_every_refuted_value_it_remembered() {
+    let (_dir, _clock, rec) = open_manual(0);
+    let kb = rec.kb().unwrap();
+    let value = |i: u64| json!(format!("v{i:02}"));
+    for i in 1..=18u64 {
+        let s = obs(&rec);
+        kb.refute("k", &value(i), Provenance::new([s])).unwrap();
+    }
+    // Version 18 remembers all 18, v18 let go past the bound (see the test above).
+    let s = obs(&rec);
+    let c = kb.retract("k", Provenance::new([s])).unwrap();
+    assert_eq!(c.version, 19);
+    assert!(kb.get("k").unwrap().is_none());
+    // Claimed while retracted, a value starts afresh (the key forgot it): 0.9.
+    let (c, _) = claim(&rec, "k", value(18), 0.9);
+    assert_eq!((c.version, c.outcome), (20, Outcome::Created));
+    // Back to version 18: the key remembers every refuted value again.
+    let s = obs(&rec);
+    let c = kb.revert_to(18, Provenance::new([s])).unwrap();
+    assert_eq!(c.version, 21);
+    let f = fact(kb, "k");
+    assert_eq!((f.value.clone(), f.status), (value(1), Status::Rejected));
+    for i in [2, 17, 18] {
+        let s = obs(&rec);
+        let c = kb
+            .assert("k", value(i), 0.9, &Conditions::new(), Provenance::new([s]))
+            .unwrap();
+        assert_eq!(
+            c.outcome,
+            Outcome::Rejected,
+            "v{i:02} claimed again after the revert"
+        );
+    }
+    // By hand: each value claimed at 0.9 carries its one refutation, 0.9 × 0.1.
+    let f = fact(kb, "k");
+    assert_eq!(f.status, Status::Rejected, "{f:?}");
+    assert!(close_to(f.confidence, 0.09), "{f:?}");
+}
+
 #[test]
 fn matching_returns_exactly_the_facts_whose_conditions_hold() {
     let (_dir, _clock, rec) = open_manual(0);

@@ -1085,3 +1085,124 @@ triggers = ["failure.*"]
     let err = Policy::from_toml_str(not_bool).unwrap_err();
     assert_eq!(err.line, Some(4), "{err}");
 }
+
+/// A tier with random parameters, as the builder accepts them.
+fn tier_strategy() -> impl Strategy<Value = Tier> {
+    prop_oneof![
+        Just(Tier::Full),
+        Just(Tier::Drop),
+        (1..=i64::MAX as u64).prop_map(|n| Tier::Sample(Sampling::Every(n))),
+        (1..=u64::MAX).prop_map(|bits| {
+            // A rate in (0, 1], any double there.
+            let p = (bits as f64) / (u64::MAX as f64);
+            Tier::Sample(Sampling::Rate(p.max(f64::MIN_POSITIVE)))
+        }),
+        (1..=u64::MAX).prop_map(|window_ns| Tier::Summary { window_ns }),
+    ]
+}
+
+/// A random policy through the builder: rules of every tier (drop rules with or
+/// without the pre-roll ring), any default tier, incident capture with random lengths.
+fn policy_strategy() -> impl Strategy<Value = Policy> {
+    (
+        tier_strategy(),
+        prop::collection::vec(("[ab.*?]{1,6}", tier_strategy(), any::<bool>()), 0..6),
+        prop::option::of((
+            prop::collection::vec("[ab.*?]{1,4}", 1..3),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+        )),
+    )
+        .prop_map(|(default, rules, incident)| {
+            let mut builder = Policy::builder().default_tier(default);
+            let with_incident = incident.is_some();
+            for (pattern, tier, preroll) in rules {
+                builder = if preroll && with_incident && tier == Tier::Drop {
+                    builder.drop_rule_with_preroll(&pattern)
+                } else {
+                    builder.rule(&pattern, tier)
+                };
+            }
+            if let Some((triggers, preroll_ns, postroll_ns, preroll_bytes_max)) = incident {
+                let triggers: Vec<&str> = triggers.iter().map(String::as_str).collect();
+                builder = builder.incident(IncidentPolicy {
+                    preroll_ns,
+                    postroll_ns,
+                    preroll_bytes_max,
+                    ..IncidentPolicy::new(&triggers)
+                });
+            }
+            builder.build().unwrap()
+        })
+}
+
+proptest! {
+    /// The policy the recorder writes into the log reads back as the policy in force:
+    /// equal to it when its default tier is one the TOML form names (full or drop), and
+    /// classifying every kind the same in any case (a sample or summary default is
+    /// written as a last rule matching every kind). The oracle is the builder's policy
+    /// itself and `classify` on it, not the text.
+    #[test]
+    fn a_policy_written_as_toml_reads_back_as_the_same_policy(
+        policy in policy_strategy(),
+        kinds in prop::collection::vec(kind_strategy(), 1..20),
+    ) {
+        let text = policy.to_toml();
+        let back = Policy::from_toml_str(&text)
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        if matches!(policy.default_tier(), Tier::Full | Tier::Drop) {
+            prop_assert_eq!(&back, &policy, "{}", text);
+        }
+        prop_assert_eq!(back.incident(), policy.incident());
+        for kind in &kinds {
+            let (a, b) = (policy.classify(kind), back.classify(kind));
+            prop_assert_eq!((&a.tier, a.trigger, a.preroll), (&b.tier, b.trigger, b.preroll), "kind {} in\n{}", kind, text);
+        }
+    }
+}
+
+/// A hand-written check of the text itself: the DESIGN §5 example comes out with its
+/// rules in order, its durations in their own units and its size in bytes.
+#[test]
+fn the_design_example_is_written_as_readable_toml() {
+    let text = design_example_built().to_toml();
+    let expected = r#"default = "full"
+
+[[rules]]
+match = "debug.*"
+tier = "drop"
+
+[[rules]]
+match = "sensor.*"
+tier = "summary"
+window = "1s"
+
+[[rules]]
+match = "trajectory.*"
+tier = "sample"
+every = 10
+
+[incident]
+triggers = ["failure.*", "takeover.*"]
+preroll = "30s"
+postroll = "10s"
+preroll_bytes_max = "67108864B"
+"#;
+    assert_eq!(text, expected);
+}
+
+/// `every` above i64's range cannot be written in the policy's TOML form (which the
+/// recorder writes into the log): the builder refuses it, naming the bound.
+#[test]
+fn the_builder_refuses_an_every_the_toml_form_cannot_hold() {
+    let err = Policy::builder()
+        .rule("a.*", Tier::Sample(Sampling::Every(u64::MAX)))
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("every must be at most 9223372036854775807"),
+        "{err}"
+    );
+}

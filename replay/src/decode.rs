@@ -31,11 +31,13 @@ pub enum RecordType {
     Recovery,
     /// Working-memory changes at one time (9).
     Working,
+    /// The retention policy in force from here on (10), as TOML.
+    Policy,
 }
 
 impl RecordType {
     /// Every type, in tag order.
-    pub const ALL: [RecordType; 9] = [
+    pub const ALL: [RecordType; 10] = [
         RecordType::Event,
         RecordType::Summary,
         RecordType::Accounting,
@@ -45,6 +47,7 @@ impl RecordType {
         RecordType::Dictionary,
         RecordType::Recovery,
         RecordType::Working,
+        RecordType::Policy,
     ];
 
     /// The name in JSON output and on the command line (`event`, `summary`, ...).
@@ -59,7 +62,15 @@ impl RecordType {
             RecordType::Dictionary => "dictionary",
             RecordType::Recovery => "recovery",
             RecordType::Working => "working",
+            RecordType::Policy => "policy",
         }
+    }
+
+    /// Whether a query selects this type only when asked for it by type: the
+    /// dictionary and the policy say how the other records read and were kept, they are
+    /// not content.
+    pub fn hidden_by_default(self) -> bool {
+        matches!(self, RecordType::Dictionary | RecordType::Policy)
     }
 
     /// The log's type tag.
@@ -74,6 +85,7 @@ impl RecordType {
             RecordType::Dictionary => codec::DICTIONARY,
             RecordType::Recovery => codec::RECOVERY,
             RecordType::Working => codec::WORKING,
+            RecordType::Policy => codec::POLICY,
         }
     }
 
@@ -131,6 +143,7 @@ impl Record {
             Body::Dictionary(_) => Some(RecordType::Dictionary),
             Body::Recovery(_) => Some(RecordType::Recovery),
             Body::Working(_) => Some(RecordType::Working),
+            Body::Policy(_) => Some(RecordType::Policy),
             Body::Unknown { .. } => None,
         }
     }
@@ -180,6 +193,9 @@ pub enum Body {
     /// keys removed. The memory at a time is the last checkpoint at or before it with
     /// every delta after it, at or before that time, applied in log order.
     Working(WorkingDelta),
+    /// The retention policy in force from this record on: its TOML text, as the
+    /// recorder wrote it ([`blackbox::Policy::to_toml`]).
+    Policy(String),
     /// A type tag the recorder does not write (a newer writer's, or another layer's):
     /// kept, not interpreted.
     Unknown {
@@ -367,6 +383,8 @@ pub fn record_hash(seq: u64, ts_ns: u64, record_type: u16, payload: &[u8]) -> [u
 #[derive(Debug, Default, Clone)]
 pub struct Decoder {
     names: DictionaryFold,
+    /// The last policy record met (decoded or learned): its seq and text.
+    policy: Option<(u64, String)>,
 }
 
 impl Decoder {
@@ -409,13 +427,10 @@ impl Decoder {
     ///
     /// As [`Decoder::decode`], for dictionary records.
     pub fn learn(&mut self, record: &LogRecord) -> Result<()> {
-        if record.record_type() == codec::DICTIONARY {
-            self.decode_body(
-                RecordType::Dictionary,
-                record.seq().0,
-                record.ts_ns(),
-                record.payload(),
-            )?;
+        let t = record.record_type();
+        if t == codec::DICTIONARY || t == codec::POLICY {
+            let r = RecordType::from_tag(t).unwrap_or(RecordType::Dictionary);
+            self.decode_body(r, record.seq().0, record.ts_ns(), record.payload())?;
         }
         Ok(())
     }
@@ -423,6 +438,16 @@ impl Decoder {
     /// The names known so far: every dictionary entry decoded or learned.
     pub fn names(&self) -> &DictionaryFold {
         &self.names
+    }
+
+    /// The last policy record this decoder has met, decoded or learned: (seq, TOML
+    /// text). Fed from a segment's start, as a decoder must be, it is the policy in
+    /// force at the last record fed (every segment opens with it, and every session
+    /// writes it when it opens).
+    pub fn policy(&self) -> Option<(u64, &str)> {
+        self.policy
+            .as_ref()
+            .map(|(seq, text)| (*seq, text.as_str()))
     }
 
     /// The name of an interned id, if a dictionary record seen so far names it.
@@ -527,6 +552,11 @@ impl Decoder {
                 Body::Checkpoint(Checkpoint { working })
             }
             RecordType::Working => Body::Working(WorkingDelta::decode(payload).map_err(fail)?),
+            RecordType::Policy => {
+                let text = policy_text(payload).map_err(fail)?;
+                self.note_policy(seq, text);
+                Body::Policy(text.to_owned())
+            }
             RecordType::Kb => {
                 let commit: serde_json::Value = serde_json::from_slice(payload)
                     .map_err(|e| fail(format!("a knowledge-base commit is a JSON object: {e}")))?;
@@ -579,6 +609,12 @@ impl Decoder {
         Ok(body)
     }
 
+    fn note_policy(&mut self, seq: u64, text: &str) {
+        if self.policy.as_ref().is_none_or(|(s, _)| *s != seq) {
+            self.policy = Some((seq, text.to_owned()));
+        }
+    }
+
     fn lookup(&self, id: u32, what: &str, seq: u64, t: RecordType) -> Result<String> {
         self.names
             .name(id)
@@ -589,4 +625,10 @@ impl Decoder {
                 reason: format!("its {what} id {id} is named by no dictionary record before it"),
             })
     }
+}
+
+/// A policy record's text: UTF-8 TOML.
+fn policy_text(payload: &[u8]) -> std::result::Result<&str, String> {
+    std::str::from_utf8(payload)
+        .map_err(|e| format!("not a valid policy record: its text is not UTF-8 ({e})"))
 }

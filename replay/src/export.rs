@@ -226,6 +226,7 @@ fn export_upto(
         unreconciled: Vec::new(),
         last_accounting_seq: None,
         unrepresented: BTreeMap::new(),
+        policies: Vec::new(),
         lost: Vec::new(),
         undecodable: Vec::new(),
         salvage: options.salvage,
@@ -236,30 +237,29 @@ fn export_upto(
     let target = Path::new("export file");
     // What the rows come from: a range read up to the digest, or a salvage around
     // damage (whose losses the manifest lists).
-    let (weights, source): (Weights, Box<dyn Iterator<Item = Result<Salvaged>>>) =
-        if options.salvage {
-            let weights = Weights::compute_salvaged(dir, query.chain_key().cloned(), query)?;
-            let q = query.clone().types([RecordType::Event]);
-            let s = crate::salvage::salvage(dir, &q)?;
-            manifest.chain_verified = s.chain_verified();
-            (weights, Box::new(s.map(Ok)))
-        } else if let Some(digest) = digest {
-            let weights = Weights::compute(dir, query.chain_key().cloned(), digest.seq, query)?;
-            let bound = query
-                .to_seq_bound()
-                .map_or(digest.seq, |s| s.min(digest.seq));
-            let q = query
-                .clone()
-                .types([RecordType::Event])
-                .to_seq(bound)
-                .order(Order::Log);
-            let replay = Replay::open(dir, &q)?;
-            manifest.chain_verified = replay.chain_verified();
-            (weights, Box::new(replay.map(|r| r.map(Salvaged::Record))))
-        } else {
-            (Weights::default(), Box::new(std::iter::empty()))
-        };
-    for item in source {
+    let (weights, mut source) = if options.salvage {
+        let weights = Weights::compute_salvaged(dir, query.chain_key().cloned(), query)?;
+        let q = query.clone().types([RecordType::Event]);
+        let s = crate::salvage::salvage(dir, &q)?;
+        manifest.chain_verified = s.chain_verified();
+        (weights, Rows::Salvage(Box::new(s)))
+    } else if let Some(digest) = digest {
+        let weights = Weights::compute(dir, query.chain_key().cloned(), digest.seq, query)?;
+        let bound = query
+            .to_seq_bound()
+            .map_or(digest.seq, |s| s.min(digest.seq));
+        let q = query
+            .clone()
+            .types([RecordType::Event])
+            .to_seq(bound)
+            .order(Order::Log);
+        let replay = Replay::open(dir, &q)?;
+        manifest.chain_verified = replay.chain_verified();
+        (weights, Rows::Replay(Box::new(replay)))
+    } else {
+        (Weights::default(), Rows::None)
+    };
+    while let Some(item) = source.next() {
         let r = match item? {
             Salvaged::Record(r) => r,
             Salvaged::Lost(loss) => {
@@ -301,6 +301,11 @@ fn export_upto(
         }
         manifest.last_seq = Some(r.seq);
         manifest.last_hash = Some(r.hash);
+        if let Some((seq, toml)) = source.policy()
+            && manifest.policies.last().is_none_or(|(s, _)| *s != seq)
+        {
+            manifest.policies.push((seq, toml.to_owned()));
+        }
         let k = manifest.per_kind.entry(e.kind.clone()).or_insert(KindRows {
             rows: 0,
             weight_sum: 0.0,
@@ -315,6 +320,32 @@ fn export_upto(
     manifest.bytes = w.bytes;
     manifest.blake3 = *w.hasher.finalize().as_bytes();
     Ok(manifest)
+}
+
+/// Where an export's rows come from: a range read, a salvage, or nothing (an empty log).
+enum Rows {
+    Replay(Box<Replay>),
+    Salvage(Box<crate::salvage::Salvage>),
+    None,
+}
+
+impl Rows {
+    fn next(&mut self) -> Option<Result<Salvaged>> {
+        match self {
+            Rows::Replay(r) => r.next().map(|r| r.map(Salvaged::Record)),
+            Rows::Salvage(s) => s.next().map(Ok),
+            Rows::None => None,
+        }
+    }
+
+    /// The policy in force at the last row read.
+    fn policy(&self) -> Option<(u64, &str)> {
+        match self {
+            Rows::Replay(r) => r.policy(),
+            Rows::Salvage(s) => s.policy(),
+            Rows::None => None,
+        }
+    }
 }
 
 /// Why an unweighted kind's rows are left out.

@@ -109,6 +109,9 @@ pub fn to_json(record: &Record) -> Value {
         Body::Checkpoint(c) => {
             o.insert("working".into(), Value::Object(c.working.clone()));
         }
+        Body::Policy(toml) => {
+            o.insert("toml".into(), toml.clone().into());
+        }
         Body::Working(d) => {
             o.insert("set".into(), Value::Object(d.set.clone()));
             o.insert(

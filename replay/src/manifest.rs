@@ -17,10 +17,6 @@ use crate::weights::{RangeAccounting, Unreconciled};
 /// The manifest format's version, in its `manifest_version` field.
 pub const MANIFEST_VERSION: u64 = 1;
 
-/// What the policy field says: the log does not record the policy it was written
-/// under.
-const POLICY_NOT_RECORDED: &str = "not recorded: the log does not record the retention policy in force; the tiers in `rows` (full, sample, preroll, postroll) and the accounting say what each kind went through";
-
 /// What [`export_jsonl`](crate::export_jsonl) wrote, and what
 /// [`check_export`] compares a file against.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +67,10 @@ pub struct ExportManifest {
     /// Per kind, sampled-out events that no row stands for (no sample row came after
     /// them).
     pub unrepresented: BTreeMap<String, u64>,
+    /// The retention policies in force over the rows, in log order: (seq of the policy
+    /// record, its TOML text), from the one in force at the first row to the one at the
+    /// last. Empty without rows.
+    pub policies: Vec<(u64, String)>,
     /// Whether the export read around damage ([`ExportOptions::salvage`](crate::ExportOptions)).
     pub salvage: bool,
     /// With `salvage`: each stretch of the log that was lost.
@@ -196,7 +196,11 @@ impl ExportManifest {
                 .iter()
                 .map(|(seq, why)| json!({"seq": seq, "reason": why}))
                 .collect::<Vec<_>>(),
-            "policy": POLICY_NOT_RECORDED,
+            "policy": self
+                .policies
+                .iter()
+                .map(|(seq, toml)| json!({"from_seq": seq, "toml": toml}))
+                .collect::<Vec<_>>(),
             "rows": self.rows,
             "first_seq": self.first_seq,
             "last_seq": self.last_seq,

@@ -36,8 +36,8 @@ pub enum Order {
 /// end of the log, when none follows.
 ///
 /// By default a query selects the whole log and every record type except
-/// [`RecordType::Dictionary`] (the dictionary is how ids read, not content; ask for it
-/// by type to see it). A kind glob selects the records whose kind matches it; with
+/// [`RecordType::Dictionary`] and [`RecordType::Policy`] (how ids read and which policy
+/// kept the records, not content; ask for them by type to see them). A kind glob selects the records whose kind matches it; with
 /// such globs, only records that have a kind (events, summaries, and incidents by
 /// their trigger's kind) can match. A glob written `!GLOB` excludes the records whose
 /// kind matches it and leaves records without a kind selected.
@@ -182,7 +182,7 @@ impl Query {
             Some(t) => t.iter().copied().collect(),
             None => RecordType::ALL
                 .into_iter()
-                .filter(|t| *t != RecordType::Dictionary)
+                .filter(|t| !t.hidden_by_default())
                 .collect(),
         }
     }
@@ -191,7 +191,7 @@ impl Query {
     /// selected.
     pub(crate) fn type_selected(&self, t: Option<RecordType>) -> bool {
         match (&self.types, t) {
-            (None, Some(t)) => t != RecordType::Dictionary,
+            (None, Some(t)) => !t.hidden_by_default(),
             (None, None) => true,
             (Some(set), Some(t)) => set.contains(&t),
             (Some(_), None) => false,

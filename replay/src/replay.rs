@@ -171,6 +171,14 @@ impl Replay {
         self.held_max
     }
 
+    /// The policy in force at the last record read, in log order: the last policy
+    /// record read (seq, TOML text), the ones before the range's start included. `None`
+    /// before any, or for a log that holds none. With [`Order::Happened`], the one of
+    /// the pass that read last.
+    pub fn policy(&self) -> Option<(u64, &str)> {
+        self.scan.decoder.policy()
+    }
+
     /// The seq and timestamp of the last record read inside the seq and time range,
     /// selected or not (in log order). A query by kind does not read the blocks the
     /// log's tag index says hold only other kinds' events.

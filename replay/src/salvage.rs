@@ -112,6 +112,12 @@ fn dictionary_start(reader: &LogReader, from: u64) -> Result<u64> {
 }
 
 impl Salvage {
+    /// The policy in force at the last record read: the last intact policy record
+    /// read (seq, TOML text), as [`Replay::policy`](crate::Replay::policy).
+    pub fn policy(&self) -> Option<(u64, &str)> {
+        self.decoder.policy()
+    }
+
     /// Whether records are checked against the hash chain (false only for a keyed log
     /// read without its key).
     pub fn chain_verified(&self) -> bool {

@@ -393,6 +393,8 @@ fn stats_reports_totals_since_the_log_was_created() {
             "accounting",
             "--type",
             "checkpoint",
+            "--type",
+            "policy",
         ],
     );
     let last = all.last().unwrap();
@@ -630,6 +632,31 @@ fn reading_commands_refuse_a_missing_or_foreign_directory_and_create_nothing() {
     let err = fails(&record(&foreign, "{\"kind\":\"a.b\"}\n", &[]));
     assert!(err.contains("is not a Blackbox log"), "{err}");
     assert_eq!(fs::read_dir(&foreign).unwrap().count(), 1);
+    // So is a home-like directory: only dotfiles and subdirectories (`record` once wrote
+    // its segments among them), and a directory named like a segment in a log.
+    let home = tmp.path().join("home");
+    fs::create_dir_all(home.join("Documents")).unwrap();
+    fs::write(home.join(".bashrc"), "alias ll='ls -l'\n").unwrap();
+    let err = fails(&record(&home, "{\"kind\":\"a.b\"}\n", &[]));
+    assert!(err.contains("is not a Blackbox log"), "{err}");
+    let mut names: Vec<String> = fs::read_dir(&home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, [".bashrc", "Documents"]);
+    let log = tmp.path().join("log");
+    ok(&record(&log, "{\"kind\":\"a.b\"}\n", &[]));
+    fs::create_dir(log.join("00000000000000001000.bbx")).unwrap();
+    for args in [
+        vec!["verify", "--dir", s(&log)],
+        vec!["replay", "--dir", s(&log)],
+    ] {
+        let err = fails(&blackbox(&args));
+        assert!(err.contains("00000000000000001000.bbx"), "{args:?}: {err}");
+    }
+    let err = fails(&record(&log, "{\"kind\":\"a.b\"}\n", &[]));
+    assert!(err.contains("00000000000000001000.bbx"), "{err}");
 }
 
 #[test]
@@ -1133,4 +1160,43 @@ fn record_refuses_an_event_past_the_name_limits_as_its_lines_error() {
     assert_eq!(summary["skipped"], 1, "{summary}");
     assert_eq!(summary["kinds"]["cmd.b"]["seen"], 1, "{summary}");
     assert!(summary["kinds"].get("sensor.wide").is_none(), "{summary}");
+}
+
+/// Guards the per-log name limit through `record` (a log once grew past what it could
+/// reopen): when the log already holds every name it may, an event with a new kind is
+/// refused as its line's error, naming the line and the limit; the lines after it are
+/// recorded with `--skip-invalid`, and the log opens again.
+#[test]
+fn record_refuses_a_new_kind_past_the_logs_name_limit_naming_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("flight");
+    let max = blackbox::NAMES_PER_LOG_MAX as usize;
+    let mut input: String = (0..max)
+        .map(|i| format!("{{\"kind\":\"k{i}\"}}\n"))
+        .collect();
+    input.push_str("{\"kind\":\"one.too.many\"}\n{\"kind\":\"k1\"}\n");
+    let out = record(&dir, &input, &["--skip-invalid"]);
+    let stdout = ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = max + 1;
+    assert!(
+        stderr.contains(&format!("line {line} skipped"))
+            && stderr.contains(&format!("limit of {max}"))
+            && stderr.contains("one.too.many"),
+        "{stderr}"
+    );
+    let summary = json_lines(&stdout).pop().unwrap();
+    assert_eq!(summary["skipped"], 1, "{summary}");
+    assert_eq!(summary["kinds"]["k1"]["seen"], 2, "{summary}");
+    // Without --skip-invalid, the same line stops the run, named.
+    let err = fails(&record(
+        &dir,
+        "{\"kind\":\"k2\"}\n{\"kind\":\"also.new\"}\n",
+        &[],
+    ));
+    assert!(
+        err.contains("line 2") && err.contains(&format!("limit of {max}")),
+        "{err}"
+    );
+    ok(&blackbox(&["verify", "--dir", s(&dir)]));
 }

@@ -405,15 +405,17 @@ fn salvage_from_a_seq_mid_log_reads_the_names_in_use_there() {
             .collect();
     let segs = segments(&dir);
     let (k, last_k) = (segs.len() / 2, segs.len() - 2);
-    // Seqs inside a segment (not its first records, the preamble) and at its start.
+    // Seqs inside a segment (not its first records, the preamble: dictionary,
+    // accounting snapshot, policy) and at its start.
     let picks = [
-        segs[k].0 + 3,
+        segs[k].0 + 4,
         segs[k].0,
-        segs[last_k].0 + 2,
+        segs[last_k].0 + 3,
         *whole.keys().next().unwrap(),
     ];
     let check = |from: u64, case: &str| {
-        let to = from + 1;
+        // Past the preamble's records that replay hides (dictionary, policy).
+        let to = from + 3;
         let o = run(&[
             "replay",
             "--dir",

@@ -9,7 +9,7 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{blackbox, fails, ok, record, s};
+use common::{blackbox, fails, ok, record, replay_json, s};
 use serde_json::Value;
 
 fn exported(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -57,7 +57,13 @@ fn an_untouched_export_checks_by_its_file_or_its_manifest() {
     assert_eq!(m["tool"]["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(m["query"]["kinds"], serde_json::json!([]));
     assert_eq!(m["accounting"]["kinds"]["arm.move"]["seen"], 30);
-    assert!(m["policy"].as_str().unwrap().contains("not recorded"));
+    // The policy in force: `record` without `--policy` keeps every kind in full.
+    let policies = replay_json(&dir, &["--type", "policy"]);
+    assert_eq!(policies.len(), 1, "{policies:?}");
+    assert_eq!(
+        m["policy"],
+        serde_json::json!([{"from_seq": policies[0]["seq"], "toml": "default = \"full\"\n"}])
+    );
     let digest = ok(&blackbox(&["digest", "--dir", s(&dir)]));
     assert_eq!(m["log"]["digest"], digest.trim());
 }
@@ -122,4 +128,98 @@ fn check_refuses_what_is_not_a_manifest() {
     assert!(err.contains("not a readable export manifest"), "{err}");
     let err = fails(&check(&tmp.path().join("missing.jsonl"), &[]));
     assert!(err.contains("missing.jsonl.manifest.json"), "{err}");
+}
+
+/// The manifest names the policies in force over its rows (issue: "the policy in
+/// force"): two sessions under two policy files, over small segments; an export of the
+/// whole log lists both, in order, each from the seq of a policy record; an export that
+/// starts in a later segment of the second session lists the second only, found in that
+/// segment's preamble.
+#[test]
+fn the_manifest_names_the_policies_in_force_over_its_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let first = tmp.path().join("first.toml");
+    let second = tmp.path().join("second.toml");
+    fs::write(
+        &first,
+        "[[rules]]\nmatch = \"imu.*\"\ntier = \"sample\"\nevery = 3\n",
+    )
+    .unwrap();
+    fs::write(
+        &second,
+        "default = \"full\"\n[[rules]]\nmatch = \"debug.*\"\ntier = \"drop\"\n",
+    )
+    .unwrap();
+    let lines = |from: usize| -> String {
+        (from..from + 300)
+            .map(|i| {
+                format!(
+                    "{{\"kind\":\"arm.move\",\"payload\":{{\"i\":{i},\"pad\":\"{}\"}}}}\n",
+                    "x".repeat(60)
+                )
+            })
+            .collect()
+    };
+    for (policy, from) in [(&first, 0), (&second, 300)] {
+        ok(&record(
+            &dir,
+            &lines(from),
+            &["--policy", s(policy), "--segment-bytes", "8KiB"],
+        ));
+    }
+    let policy_records = replay_json(&dir, &["--type", "policy"]);
+    let seqs: Vec<u64> = policy_records
+        .iter()
+        .map(|r| r["seq"].as_u64().unwrap())
+        .collect();
+    let first_text =
+        "default = \"full\"\n\n[[rules]]\nmatch = \"imu.*\"\ntier = \"sample\"\nevery = 3\n";
+    let second_text = "default = \"full\"\n\n[[rules]]\nmatch = \"debug.*\"\ntier = \"drop\"\n";
+
+    let whole = tmp.path().join("whole.jsonl");
+    ok(&blackbox(&["export", "--dir", s(&dir), "--out", s(&whole)]));
+    let m: Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("whole.jsonl.manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let listed = m["policy"].as_array().unwrap();
+    let texts: Vec<&str> = listed.iter().map(|p| p["toml"].as_str().unwrap()).collect();
+    // The whole export changes policy once: at the second session's policy record.
+    let mut distinct = texts.clone();
+    distinct.dedup();
+    assert_eq!(distinct, [first_text, second_text], "{listed:?}");
+    for p in listed {
+        assert!(
+            seqs.contains(&p["from_seq"].as_u64().unwrap()),
+            "{p} not among {seqs:?}"
+        );
+    }
+
+    // From the second session's last event backwards: a range inside its last segment.
+    let events = replay_json(&dir, &["--type", "event"]);
+    let last = events.last().unwrap()["seq"].as_u64().unwrap();
+    let last_ns = events.last().unwrap()["ts_ns"].as_u64().unwrap();
+    let tail = tmp.path().join("tail.jsonl");
+    ok(&blackbox(&[
+        "export",
+        "--dir",
+        s(&dir),
+        "--since",
+        &last_ns.to_string(),
+        "--out",
+        s(&tail),
+    ]));
+    let m: Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("tail.jsonl.manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let listed = m["policy"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["toml"], second_text);
+    let from = listed[0]["from_seq"].as_u64().unwrap();
+    assert!(
+        seqs.contains(&from) && from < last,
+        "{from} {last} {seqs:?}"
+    );
 }

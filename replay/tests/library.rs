@@ -474,8 +474,9 @@ fn a_new_logs_first_accounting_record_is_not_taken_for_a_snapshot() {
     let first: Vec<Tag> = reader
         .records(Seq(0)..)
         .unwrap()
-        .take(2)
         .map(|r| r.unwrap().record_type())
+        .filter(|t| *t != codec::POLICY)
+        .take(2)
         .collect();
     assert_eq!(first, [codec::DICTIONARY, codec::ACCOUNTING]);
     let rec = small_segment_recorder(dir, &clock);

@@ -38,6 +38,8 @@ pub struct ValueSummary {
 /// the dictionary records that precede it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rec {
+    /// The policy in force, as TOML.
+    Policy { seq: u64, ts_ns: u64, toml: String },
     Event {
         seq: u64,
         ts_ns: u64,
@@ -123,7 +125,8 @@ impl Rec {
             | Rec::Dictionary { seq, .. }
             | Rec::Recovery { seq, .. }
             | Rec::Kb { seq, .. }
-            | Rec::Working { seq, .. } => *seq,
+            | Rec::Working { seq, .. }
+            | Rec::Policy { seq, .. } => *seq,
         }
     }
 
@@ -137,7 +140,8 @@ impl Rec {
             | Rec::Dictionary { ts_ns, .. }
             | Rec::Recovery { ts_ns, .. }
             | Rec::Kb { ts_ns, .. }
-            | Rec::Working { ts_ns, .. } => *ts_ns,
+            | Rec::Working { ts_ns, .. }
+            | Rec::Policy { ts_ns, .. } => *ts_ns,
         }
     }
 
@@ -331,6 +335,12 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                 set,
                 del,
             }
+        } else if t == codec::POLICY {
+            Rec::Policy {
+                seq,
+                ts_ns,
+                toml: String::from_utf8(payload.to_vec()).expect("a policy is UTF-8 text"),
+            }
         } else {
             panic!("unknown record type {t:?} at seq {seq}");
         };
@@ -476,6 +486,8 @@ impl Gate {
 #[derive(Debug, Clone, Default)]
 pub struct GatedStorage {
     gate: Arc<Gate>,
+    /// The gate fdatasyncs wait at.
+    sync_gate: Arc<Gate>,
 }
 
 impl GatedStorage {
@@ -486,6 +498,11 @@ impl GatedStorage {
     /// The gate appends wait at.
     pub fn gate(&self) -> &Gate {
         &self.gate
+    }
+
+    /// The gate fdatasyncs wait at (open unless closed).
+    pub fn sync_gate(&self) -> &Gate {
+        &self.sync_gate
     }
 }
 
@@ -590,6 +607,7 @@ impl WriteFile for GatedFile {
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
+        self.storage.sync_gate.pass();
         self.file.sync_data()
     }
 

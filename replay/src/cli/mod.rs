@@ -477,6 +477,8 @@ pub enum TypeArg {
     Recovery,
     /// Working-memory changes (deltas): the keys set and removed at one time.
     Working,
+    /// The retention policy in force (hidden unless asked for).
+    Policy,
 }
 
 impl From<TypeArg> for blackbox_replay::RecordType {
@@ -492,6 +494,7 @@ impl From<TypeArg> for blackbox_replay::RecordType {
             TypeArg::Dictionary => R::Dictionary,
             TypeArg::Recovery => R::Recovery,
             TypeArg::Working => R::Working,
+            TypeArg::Policy => R::Policy,
         }
     }
 }

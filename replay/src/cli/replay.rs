@@ -283,6 +283,10 @@ pub fn human(r: &Record) -> String {
                 serde_json::Value::Object(c.working.clone())
             );
         }
+        Body::Policy(toml) => {
+            let lines: Vec<&str> = toml.lines().filter(|l| !l.is_empty()).collect();
+            let _ = write!(s, "policy in force: {}", lines.join("; "));
+        }
         Body::Working(d) => {
             let mut parts: Vec<String> = d.set.iter().map(|(k, v)| format!("{k} = {v}")).collect();
             parts.extend(d.del.iter().map(|k| format!("del {k}")));
