@@ -1304,31 +1304,18 @@ impl Writer {
     /// the restored totals. When the active segment holds no record yet (recovery
     /// created it after a crash during a roll), the totals follow the dictionary as a
     /// snapshot too: the segment then opens with the whole preamble, as every other.
+    /// A recovery record (a torn tail was cut) is the session's first record, but in
+    /// such an empty segment, where it follows the preamble (and the policy).
     fn open_session(&mut self, recovery: &Recovery) -> Result<()> {
         let segment_empty = self.log.active_segment_first_seq() == self.log.next_seq();
-        if recovery.torn_bytes_cut > 0 {
-            // Stamped with the log's last stamp: the cut happened after it.
-            let at = self.last_stamp_ns;
-            let record = RecoveryRecord {
-                first_lost_seq: recovery.first_lost_seq.map_or(0, |s| s.0),
-                torn_bytes: recovery.torn_bytes_cut,
-                segment: recovery
-                    .torn_segment
-                    .as_ref()
-                    .and_then(|p| p.file_name())
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                detail: recovery.torn_detail.clone().unwrap_or_default(),
-            };
-            self.emit_encoded(codec::RECOVERY, at, &record);
-        }
-        if self.reset_working {
-            // The memory starts empty although the log holds one: say so, or readers
-            // would fold this session's changes into the last session's memory.
-            let at = self.last_stamp_ns;
-            self.emit_raw(codec::CHECKPOINT, at, b"{}");
-        }
         let all = self.shared.names.all();
+        // IMPORTANT: an empty segment opens with its preamble (readers and `restore`
+        // look for the dictionary at a segment's first record), so nothing goes before
+        // it there.
+        let preamble_first = segment_empty;
+        if !preamble_first {
+            self.emit_recovery(recovery);
+        }
         if !all.is_empty() {
             let now = self.shared.clock.now_ns();
             self.emit_dictionary(all, now);
@@ -1351,9 +1338,39 @@ impl Writer {
         self.emit_raw(codec::POLICY, now, &policy);
         self.policy_toml = policy;
         self.preamble_stale = true;
+        if preamble_first {
+            self.emit_recovery(recovery);
+        }
+        if self.reset_working {
+            // The memory starts empty although the log holds one: say so, or readers
+            // would fold this session's changes into the last session's memory.
+            let at = self.last_stamp_ns;
+            self.emit_raw(codec::CHECKPOINT, at, b"{}");
+        }
         self.flush_out()?;
         self.end_batch()?;
         Ok(())
+    }
+
+    /// Queues the recovery record of a torn tail cut at open, if one was cut.
+    fn emit_recovery(&mut self, recovery: &Recovery) {
+        if recovery.torn_bytes_cut == 0 {
+            return;
+        }
+        // Stamped with the log's last stamp: the cut happened after it.
+        let at = self.last_stamp_ns;
+        let record = RecoveryRecord {
+            first_lost_seq: recovery.first_lost_seq.map_or(0, |s| s.0),
+            torn_bytes: recovery.torn_bytes_cut,
+            segment: recovery
+                .torn_segment
+                .as_ref()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            detail: recovery.torn_detail.clone().unwrap_or_default(),
+        };
+        self.emit_encoded(codec::RECOVERY, at, &record);
     }
 
     fn run(mut self, rx: Receiver<Msg>) {
