@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySen
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, Floored, SystemClock};
 use crate::codec::{
     self, AccountingRecord, Counters, DictionaryRecord, Encoding, EventRecord, IncidentRecord,
     RecoveryRecord, SummaryRecord, ValueStats, WrittenTier,
@@ -210,7 +210,8 @@ enum Msg {
 #[derive(Debug)]
 struct Shared {
     policy: Policy,
-    clock: Arc<dyn Clock>,
+    /// The configured clock read through the stamp floor: every stamp comes from here.
+    clock: Arc<Floored>,
     names: Interner,
     kinds: Kinds,
     working: Arc<WorkingMemory>,
@@ -372,15 +373,16 @@ impl Recorder {
         }
         let limits = NameLimits::for_record_bytes(log.record_bytes_max());
         let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
+        let clock = Arc::new(Floored::new(Arc::clone(&config.clock)));
         let shared = Arc::new(Shared {
             policy: config.policy.clone(),
-            clock: Arc::clone(&config.clock),
+            clock: Arc::clone(&clock),
             names: Interner::new(limits),
             kinds: Kinds::new(limits),
             working: Arc::new(WorkingMemory::journaled(
                 log.record_bytes_max()
                     .saturating_sub(crate::working::DELTA_OVERHEAD_BYTES),
-                Arc::clone(&config.clock),
+                clock,
                 notify_writer(tx.clone()),
             )),
             postroll_until_ns: AtomicU64::new(0),
@@ -408,6 +410,11 @@ impl Recorder {
             restored.last_ts_ns = last.map_or(0, |r| r.ts_ns());
             restored.any_record = true;
         }
+        // Nothing this session is stamped below what the log holds: its last stamp and
+        // its last watermark (a read bounded by that watermark looks no further).
+        shared
+            .clock
+            .raise_floor(restored.last_ts_ns.max(restored.watermark_ns));
         let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored, policy_toml);
         shared.working.start_journal();
         writer.open_session(&recovery)?;
@@ -944,6 +951,8 @@ struct Restored {
     working: BTreeMap<String, serde_json::Value>,
     /// Whether the log holds any record.
     any_record: bool,
+    /// The largest watermark of the accounting records read (0: none).
+    watermark_ns: u64,
 }
 
 /// Restores the dictionary, the accounting totals and the working memory from the log,
@@ -997,6 +1006,12 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
                     seg_dict.push((seq, e.0.to_native(), e.1.as_str().to_owned()));
                 }
             } else if t == codec::ACCOUNTING && !accounting_done {
+                // A segment this reads back to holds a snapshot or is the first: the
+                // last watermark written is among these records (a snapshot carries
+                // the watermark of the record it was taken with).
+                if let Some(w) = codec::accounting_watermark_ns(r.payload()) {
+                    restored.watermark_ns = restored.watermark_ns.max(w);
+                }
                 if codec::is_accounting_snapshot(r.payload()) == Some(true) {
                     // It holds the fold of the records before it: start from it.
                     seg_accounting.clear();
@@ -1293,7 +1308,8 @@ impl Writer {
             failure_accounted: false,
             logged: restored.working,
             reset_working,
-            watermark_ns: 0,
+            // Still true: this session stamps nothing below it (`Floored`).
+            watermark_ns: restored.watermark_ns,
             shared,
         }
     }
@@ -1322,7 +1338,7 @@ impl Writer {
             if self.base.iter().any(|c| *c != Counters::default()) {
                 let snapshot = AccountingRecord {
                     snapshot: true,
-                    watermark_ns: 0,
+                    watermark_ns: self.watermark_ns,
                     kinds: nonzero(&self.base),
                 };
                 self.preamble_accounting = Some(codec::encode_to_vec(&snapshot));
@@ -1734,6 +1750,10 @@ impl Writer {
     /// never lets the counts meet, it stays where it was: a reader then reads further,
     /// never less.
     fn advance_watermark(&mut self, ring: bool, now: u64) {
+        // IMPORTANT: the floor is raised to the reading before the count is loaded: an
+        // event counted after the load reads the clock after it, and so the floor
+        // too, and is stamped no earlier than `now` even if the clock went back.
+        self.shared.clock.raise_floor(now);
         if self.shared.stamped.load(Ordering::SeqCst) != self.received {
             return;
         }
