@@ -158,6 +158,8 @@ impl Config {
 struct EventMsg {
     kind: Arc<KindInfo>,
     ts_ns: u64,
+    /// Where it is counted in `Shared::stamped`: the parity of its generation.
+    generation: usize,
     source: u32,
     event_time_ns: Option<u64>,
     encoding: Encoding,
@@ -232,10 +234,14 @@ struct Shared {
     writer: OnceLock<std::thread::Thread>,
     /// Events this session that producers are about to stamp or have stamped for the
     /// writer, less those that will never reach it (dropped after the stamp, refused,
-    /// lost to overflow). Counted before the clock is read: when it equals what the
-    /// writer received, every event stamped before the writer's last clock reading has
-    /// reached it (the watermark, [`Writer::advance_watermark`]).
-    stamped: AtomicU64,
+    /// lost to overflow), by the parity of the generation they were counted in.
+    /// Counted before the clock is read: once the count of a generation the writer
+    /// closed equals what it received of it, every event stamped before the clock
+    /// reading it closed that generation with has reached it (the watermark,
+    /// [`Writer::advance_watermark`]).
+    stamped: [AtomicU64; 2],
+    /// The generation producers count into; only the writer moves it on.
+    generation: AtomicU64,
 }
 
 /// A trigger a producer stamped, until the writer takes it.
@@ -269,6 +275,31 @@ impl Shared {
     /// Whether the recorder accepts no more events (closed, or its writer failed).
     fn stopped(&self) -> bool {
         self.failed.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Counts an event about to be stamped in the current generation; returns where
+    /// (`stamped`'s index), for `uncount`.
+    ///
+    /// IMPORTANT: counted, then the generation read again: an event counted in a
+    /// generation was counted before the writer closed it (else it counts again, in
+    /// the new one), so a generation the writer closed gains no event afterwards. An
+    /// event counted after a close reads the clock after it: its stamp is no earlier
+    /// than the reading the writer closed it with (see `Writer::advance_watermark`).
+    fn count_stamp(&self) -> usize {
+        loop {
+            let generation = self.generation.load(Ordering::SeqCst);
+            let i = (generation & 1) as usize;
+            self.stamped[i].fetch_add(1, Ordering::SeqCst);
+            if self.generation.load(Ordering::SeqCst) == generation {
+                return i;
+            }
+            self.stamped[i].fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Takes back the count of an event that will never reach the writer.
+    fn uncount(&self, generation: usize) {
+        self.stamped[generation].fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Stamps a trigger and opens its post-roll; returns its stamp.
@@ -386,7 +417,8 @@ impl Recorder {
                 notify_writer(tx.clone()),
             )),
             postroll_until_ns: AtomicU64::new(0),
-            stamped: AtomicU64::new(0),
+            stamped: [AtomicU64::new(0), AtomicU64::new(0)],
+            generation: AtomicU64::new(0),
             triggers: Mutex::new(Vec::new()),
             triggers_pending: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
@@ -495,7 +527,7 @@ impl Recorder {
                     // never dips.
                     m.kind.overflow.fetch_add(1, Ordering::SeqCst);
                     m.kind.sent.fetch_sub(1, Ordering::SeqCst);
-                    self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
+                    self.shared.uncount(m.generation);
                     if m.kind.class.trigger {
                         // The writer will never see it: its post-roll still holds.
                         self.shared.trigger_lost(m.ts_ns);
@@ -514,7 +546,7 @@ impl Recorder {
     fn unsend(&self, msg: &Msg) {
         if let Msg::Event(m) | Msg::Evidence(m, _) = msg {
             m.kind.sent.fetch_sub(1, Ordering::SeqCst);
-            self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
+            self.shared.uncount(m.generation);
             if m.kind.class.trigger {
                 self.shared.trigger_withdrawn(m.ts_ns);
             }
@@ -583,7 +615,7 @@ impl Recorder {
         }
         // IMPORTANT: counted before the clock is read (see `Shared::stamped`); every
         // path below that does not hand the event to the writer takes it back.
-        self.shared.stamped.fetch_add(1, Ordering::SeqCst);
+        let generation = self.shared.count_stamp();
         let ts_ns = if class.trigger
             && let Some(incident) = self.shared.policy.incident()
         {
@@ -605,7 +637,7 @@ impl Recorder {
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 );
-                self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
+                self.shared.uncount(generation);
                 return self.count_dropped(kind);
             }
         }
@@ -615,7 +647,7 @@ impl Recorder {
         kind.sent.fetch_add(1, Ordering::SeqCst);
         if self.shared.stopped() {
             kind.sent.fetch_sub(1, Ordering::SeqCst);
-            self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
+            self.shared.uncount(generation);
             if class.trigger {
                 self.shared.trigger_withdrawn(ts_ns);
             }
@@ -626,6 +658,7 @@ impl Recorder {
         let msg = EventMsg {
             kind,
             ts_ns,
+            generation,
             source,
             event_time_ns: event.event_time_ns,
             encoding: event.encoding,
@@ -1215,8 +1248,15 @@ struct Writer {
     out_kept: Vec<u32>,
     /// Whether records were appended since the durability mode was last applied.
     dirty: bool,
-    /// Events received from producers this session (`record` and `record_evidence`).
-    received: u64,
+    /// Events received from producers this session (`record` and `record_evidence`), by
+    /// the parity of the generation they were counted in (`Shared::stamped`).
+    received: [u64; 2],
+    /// The generation producers count into (`Shared::generation`, which only the
+    /// writer moves on).
+    generation: u64,
+    /// The generation the writer closed and the clock reading it closed it with, while
+    /// events counted in it are still on their way.
+    closing: Option<(u64, u64)>,
     /// Whether what a failure cost was moved to `lost`.
     failure_accounted: bool,
     /// The working memory as the log holds it so far: the last checkpoint with every
@@ -1304,7 +1344,9 @@ impl Writer {
             arena: rkyv::util::AlignedVec::new(),
             out_kept: Vec::new(),
             dirty: false,
-            received: 0,
+            received: [0, 0],
+            generation: 0,
+            closing: None,
             failure_accounted: false,
             logged: restored.working,
             reset_working,
@@ -1519,7 +1561,7 @@ impl Writer {
     fn handle(&mut self, msg: Msg, waiting: &mut Waiting) -> Result<()> {
         match msg {
             Msg::Event(e) => {
-                self.received += 1;
+                self.received[e.generation] += 1;
                 self.name(&e);
                 self.on_event(e)?;
             }
@@ -1546,7 +1588,7 @@ impl Writer {
                 }
             }
             Msg::Evidence(e, reply) => {
-                self.received += 1;
+                self.received[e.generation] += 1;
                 self.name(&e);
                 self.evict_ring(e.ts_ns);
                 // Evidence of a failure is a failure all the same: it triggers.
@@ -1597,7 +1639,7 @@ impl Writer {
     /// before it sends), so the last record accounts every event `record` accepted.
     fn drain_before_close(&mut self, rx: &Receiver<Msg>, waiting: &mut Waiting) -> Result<()> {
         loop {
-            if self.received >= self.shared.kinds.sent_total() {
+            if self.received.iter().sum::<u64>() >= self.shared.kinds.sent_total() {
                 return Ok(());
             }
             match rx.try_recv() {
@@ -1616,11 +1658,11 @@ impl Writer {
         for msg in msgs {
             match msg {
                 Msg::Event(e) => {
-                    self.received += 1;
+                    self.received[e.generation] += 1;
                     self.counts(e.kind.id).lost += 1;
                 }
                 Msg::Evidence(e, r) => {
-                    self.received += 1;
+                    self.received[e.generation] += 1;
                     self.counts(e.kind.id).lost += 1;
                     let _ = r.send(Err(self.shared.failure()));
                 }
@@ -1740,29 +1782,63 @@ impl Writer {
         Ok(self.log.sync()?)
     }
 
-    /// Raises the watermark at the end of a batch. The clock is read first (`now`, read
-    /// by the caller before this call), then the producers' `stamped` count: if the writer has received that many events, every
-    /// event stamped before the clock reading has reached it (one not counted yet is
-    /// counted after the load, so it reads the clock after this reading). What reached
-    /// it is in the log by the next record written, but for the events the pre-roll
-    /// ring holds, which an incident may still write (with `ring`): the watermark is
-    /// the clock reading or the oldest of those, the largest so far. Under a burst that
-    /// never lets the counts meet, it stays where it was: a reader then reads further,
-    /// never less.
+    /// Raises the watermark at the end of a batch, `now` being the clock reading the
+    /// caller took for it (no events of this batch are pending after it).
+    ///
+    /// Producers count each event in the current generation before they read the clock
+    /// (`Shared::count_stamp`). The writer closes a generation with a clock reading: it
+    /// raises the stamp floor to the reading, then moves the generation on, so an event
+    /// counted in a later generation is stamped no earlier than the reading, whatever
+    /// the clock does. Once it has received every event counted in the closed
+    /// generation, every event stamped before that reading has reached it, and it
+    /// closes the next generation (at most one is closing at a time, so the events of
+    /// earlier ones were all received before). Under load that never pauses, producers
+    /// count into the new generation while the old one drains: the watermark trails the
+    /// clock by about a batch or two instead of standing still.
+    ///
+    /// What reached the writer is in the log by the next record written, but for the
+    /// events the pre-roll ring holds, which an incident may still write (with `ring`):
+    /// the watermark is the reading or the oldest of those, the largest so far.
     fn advance_watermark(&mut self, ring: bool, now: u64) {
-        // IMPORTANT: the floor is raised to the reading before the count is loaded: an
-        // event counted after the load reads the clock after it, and so the floor
-        // too, and is stamped no earlier than `now` even if the clock went back.
-        self.shared.clock.raise_floor(now);
-        if self.shared.stamped.load(Ordering::SeqCst) != self.received {
-            return;
+        if let Some((generation, at)) = self.closing
+            && self.drained(generation)
+        {
+            self.closing = None;
+            self.settle_watermark(ring, at);
         }
+        if self.closing.is_none() {
+            // IMPORTANT: the floor first, then the generation (see `count_stamp`).
+            self.shared.clock.raise_floor(now);
+            let closed = self.generation;
+            self.generation += 1;
+            self.shared
+                .generation
+                .store(self.generation, Ordering::SeqCst);
+            self.closing = Some((closed, now));
+            // Quiet producers: the generation may have drained already.
+            if self.drained(closed) {
+                self.closing = None;
+                self.settle_watermark(ring, now);
+            }
+        }
+    }
+
+    /// Whether every event counted in `generation` (closed) has reached the writer.
+    /// The count of a parity holds that generation's and the drained ones' before it.
+    fn drained(&self, generation: u64) -> bool {
+        let i = (generation & 1) as usize;
+        self.shared.stamped[i].load(Ordering::SeqCst) == self.received[i]
+    }
+
+    /// Every event stamped before `at` has reached the writer: the watermark moves to
+    /// `at`, or to the oldest event the ring holds (with `ring`).
+    fn settle_watermark(&mut self, ring: bool, at: u64) {
         let held = if ring {
             self.ring_min.front().map(|&(ts, _)| ts)
         } else {
             None
         };
-        let w = held.map_or(now, |h| h.min(now));
+        let w = held.map_or(at, |h| h.min(at));
         self.watermark_ns = self.watermark_ns.max(w);
     }
 

@@ -1,0 +1,106 @@
+//! The watermark the writer puts in every accounting record: every event stamped before
+//! it is in the log before that record. Checked here against the log itself, under load
+//! that never pauses and with a pre-roll ring that time leaves behind.
+
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use blackbox::{Config, Event, LogReader, ManualClock, Recorder, Seq};
+use common::Rec;
+
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000 * MS;
+const T0: u64 = 1_700_000_000 * SEC;
+
+/// The watermark of every accounting record, by seq, read from the raw log.
+fn watermarks(dir: &std::path::Path) -> BTreeMap<u64, u64> {
+    LogReader::open(dir)
+        .unwrap()
+        .records(Seq(0)..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .filter(|r| r.record_type() == blackbox::codec::ACCOUNTING)
+        .map(|r| {
+            let w = blackbox::codec::accounting_watermark_ns(r.payload()).unwrap();
+            (r.seq().0, w)
+        })
+        .collect()
+}
+
+/// Guards the watermark under steady load: it used to move only when, at a batch's end,
+/// the writer had received exactly as many events as producers had counted, which never
+/// holds while producers keep recording; it stayed where it was and readers read to the
+/// end. Three threads record without a pause, one of them moving the clock 1 ms an
+/// event: every accounting record written meanwhile has a watermark, and the events
+/// written before it but stamped at or after its watermark (its lag) are a bounded
+/// number, whatever the length of the run.
+#[test]
+fn the_watermark_advances_while_producers_never_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let rec = Arc::new(
+        Recorder::open(
+            dir.path(),
+            Config::new()
+                .clock(Arc::new(clock.clone()))
+                .channel_capacity(16)
+                .accounting_interval_ns(20 * MS)
+                .checkpoint_interval_ns(None),
+        )
+        .unwrap(),
+    );
+    const EVENTS: u64 = 30_000;
+    let done = Arc::new(AtomicBool::new(false));
+    let helpers: Vec<_> = (0..2)
+        .map(|_| {
+            let rec = Arc::clone(&rec);
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    rec.record(&Event::new("robot.helper")).unwrap();
+                }
+            })
+        })
+        .collect();
+    for _ in 0..EVENTS {
+        clock.advance_ns(MS);
+        rec.record(&Event::new("robot.main")).unwrap();
+    }
+    // Written while the helpers still record.
+    rec.sync().unwrap();
+    done.store(true, Ordering::SeqCst);
+    for h in helpers {
+        h.join().unwrap();
+    }
+    let during = watermarks(dir.path());
+    rec.close().unwrap();
+
+    // Each accounting record written while producers ran: the events before it stamped
+    // at or after its watermark, counted by hand from the log.
+    let recs = common::read_log(dir.path());
+    let lag_max = 3 * 4096 + 16 * 3;
+    let mut checked = 0;
+    for (&seq, &w) in &during {
+        let lag = recs
+            .iter()
+            .take_while(|r| r.seq() < seq)
+            .filter(|r| matches!(r, Rec::Event { recorded_ns, .. } if *recorded_ns >= w))
+            .count();
+        assert!(
+            lag <= lag_max,
+            "accounting at seq {seq}: watermark {w}, {lag} events written before it stamped at or after it"
+        );
+        checked += 1;
+    }
+    // The run's last watermark is past its first half (the clock's end is T0 + 30 s).
+    let last = during.values().copied().max().unwrap_or(0);
+    assert!(last > T0 + EVENTS / 2 * MS, "last watermark {last}");
+    let events = common::events(&recs).len();
+    assert!(events as u64 > EVENTS, "{events}");
+    assert!(checked > 10, "only {checked} accounting records");
+}
