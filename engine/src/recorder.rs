@@ -1269,6 +1269,8 @@ struct Writer {
     /// The watermark: every event stamped before it is in the log before the next
     /// record written (0: none established yet). Written in every accounting record.
     watermark_ns: u64,
+    /// The watermark the last accounting record carried: one is due when it moved.
+    accounted_watermark_ns: u64,
 }
 
 /// A post-roll window of the triggers taken: `[start_ns, end_ns)`.
@@ -1352,6 +1354,7 @@ impl Writer {
             reset_working,
             // Still true: this session stamps nothing below it (`Floored`).
             watermark_ns: restored.watermark_ns,
+            accounted_watermark_ns: restored.watermark_ns,
             shared,
         }
     }
@@ -1831,8 +1834,16 @@ impl Writer {
     }
 
     /// Every event stamped before `at` has reached the writer: the watermark moves to
-    /// `at`, or to the oldest event the ring holds (with `ring`).
+    /// `at`, or to the oldest event the ring holds (with `ring`). The ring first drops
+    /// what no incident can write any more: a trigger yet to reach the writer is
+    /// stamped at `at` or later, so its pre-roll starts no earlier than `at` less the
+    /// pre-roll's length; what is older would otherwise hold the watermark back for
+    /// good when no later event comes to push it out (`evict_ring`).
     fn settle_watermark(&mut self, ring: bool, at: u64) {
+        if ring && let Some(incident) = &self.incident {
+            let horizon = at.saturating_sub(incident.preroll_ns);
+            self.evict_ring_before(horizon);
+        }
         let held = if ring {
             self.ring_min.front().map(|&(ts, _)| ts)
         } else {
@@ -2123,6 +2134,34 @@ impl Writer {
         Some(e)
     }
 
+    /// Drops every ring event stamped before `horizon_ns`, wherever it is in the ring
+    /// (an event may reach the writer behind a later one).
+    fn evict_ring_before(&mut self, horizon_ns: u64) {
+        while self.ring.front().is_some_and(|e| e.msg.ts_ns < horizon_ns) {
+            self.ring_pop_front();
+        }
+        if self
+            .ring_min
+            .front()
+            .is_none_or(|&(ts, _)| ts >= horizon_ns)
+        {
+            return;
+        }
+        // An older one behind the front: rebuild the ring without them (rare: events
+        // reach the writer nearly in stamp order).
+        let kept: VecDeque<RingEntry> = std::mem::take(&mut self.ring)
+            .into_iter()
+            .filter(|e| e.msg.ts_ns >= horizon_ns)
+            .collect();
+        self.ring_min.clear();
+        self.ring_bytes = 0;
+        for e in &kept {
+            self.ring_bytes += e.msg.size_bytes();
+            push_min(&mut self.ring_min, e.msg.ts_ns, e.id);
+        }
+        self.ring = kept;
+    }
+
     /// Drops ring events older than the pre-roll window of an event stamped `now_ns`.
     /// Not while a trigger is pending: an event stamped after that trigger, reaching
     /// the writer first, must not push the trigger's own pre-roll out.
@@ -2219,9 +2258,10 @@ impl Writer {
         for key in ended {
             self.close_window(key, at);
         }
-        // The ring is not evicted by the clock here: events still queued behind this
-        // batch, a trigger among them, may be older than `now`; each event evicts by its
-        // own time (`on_event`) and the byte bound caps the memory.
+        // The ring is not evicted by `now` here: events still queued behind this batch,
+        // a trigger among them, may be older than `now`. Each event evicts by its own
+        // time (`on_event`), the watermark by a reading every event before which has
+        // arrived (`settle_watermark`), and the byte bound caps the memory.
         if now >= self.next_accounting_ns {
             self.emit_accounting(at, false)?;
             self.next_accounting_ns = now.saturating_add(self.accounting_interval_ns);
@@ -2327,7 +2367,8 @@ impl Writer {
     }
 
     /// Writes an accounting record of the kinds whose totals changed since the last one
-    /// (none is written when nothing changed, unless `always`), after naming every kind
+    /// (none is written when neither they nor the watermark changed, unless `always`:
+    /// readers learn of a watermark from these records), after naming every kind
     /// still pending (drop-tier kinds never reach the writer otherwise). The segment
     /// preamble's snapshot becomes the whole of these totals before the record is
     /// appended, so a segment that opens from then on starts from them.
@@ -2337,7 +2378,7 @@ impl Writer {
             .into_iter()
             .filter(|&(k, c)| self.accounted.get(k as usize) != Some(&c))
             .collect();
-        if changed.is_empty() && !always {
+        if changed.is_empty() && !always && self.watermark_ns == self.accounted_watermark_ns {
             return Ok(());
         }
         let pending = self.shared.names.take_pending();
@@ -2364,6 +2405,7 @@ impl Writer {
         );
         self.flush_out()?;
         self.accounted = totals;
+        self.accounted_watermark_ns = self.watermark_ns;
         Ok(())
     }
 

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use blackbox::{Config, Event, LogReader, ManualClock, Recorder, Seq};
+use blackbox::{
+    Config, Event, IncidentPolicy, LogReader, ManualClock, Policy, Recorder, Seq, Tier,
+};
 use common::Rec;
 
 const MS: u64 = 1_000_000;
@@ -103,4 +105,64 @@ fn the_watermark_advances_while_producers_never_pause() {
     let events = common::events(&recs).len();
     assert!(events as u64 > EVENTS, "{events}");
     assert!(checked > 10, "only {checked} accounting records");
+}
+
+/// Guards the watermark against a pre-roll ring that time left behind: the ring holds
+/// events for a possible incident's pre-roll and the watermark stays below the oldest
+/// of them, but the ring was cut by size, and by time only when a later event arrived:
+/// with no more events, entries older than any incident could still write held the
+/// watermark back for good (and, the counts unchanged, no accounting record was even
+/// written). Now the writer drops what no pre-roll can reach any more, and an
+/// accounting record is due when the watermark moved.
+#[test]
+fn the_watermark_moves_past_ring_events_older_than_the_pre_roll() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let policy = Policy::builder()
+        .rule("sensor.*", Tier::Summary { window_ns: SEC })
+        .incident(IncidentPolicy {
+            preroll_ns: 2 * SEC,
+            postroll_ns: 100 * MS,
+            ..IncidentPolicy::new(&["failure.*"])
+        })
+        .build()
+        .unwrap();
+    let rec = Recorder::open(
+        dir.path(),
+        Config::new()
+            .clock(Arc::new(clock.clone()))
+            .policy(policy)
+            .accounting_interval_ns(SEC)
+            .checkpoint_interval_ns(None),
+    )
+    .unwrap();
+    // A second of summarized events, each held in the ring for a pre-roll.
+    let last_event = T0 + 990 * MS;
+    for ms in (0..1_000).step_by(10) {
+        clock.set_ns(T0 + ms * MS);
+        rec.record(&Event::new("sensor.x")).unwrap();
+    }
+    rec.sync().unwrap();
+    // Time moves on, past every pre-roll that could hold them; nothing is recorded.
+    clock.set_ns(T0 + 10 * SEC);
+    rec.sync().unwrap();
+    let seen = watermarks(dir.path());
+    let w = seen.values().copied().max().unwrap_or(0);
+    assert!(
+        w > last_event,
+        "watermark {w}, the last ring event at {last_event}: {seen:?}"
+    );
+    // A trigger now finds no pre-roll: they were outside its window anyway.
+    rec.record(&Event::new("failure.x")).unwrap();
+    rec.close().unwrap();
+    let recs = common::read_log(dir.path());
+    assert_eq!(common::count_events(&recs, "sensor.x", "preroll"), 0);
+    let summarized: u64 = recs
+        .iter()
+        .filter_map(|r| match r {
+            Rec::Summary { kind, count, .. } if kind == "sensor.x" => Some(*count),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(summarized, 100);
 }
