@@ -702,6 +702,14 @@ fn until_finds_every_event_the_log_holds_in_range_when_the_clock_goes_back() {
         let (mut times, _) = happened(&dir, &events().until(until));
         times.sort_unstable();
         assert_eq!(times, want, "until {until_ms} ms");
+        // And `blackbox replay --until`, the same read from the command line.
+        let mut cli: Vec<u64> =
+            replay_json(&dir, &["--until", &until.to_string(), "--type", "event"])
+                .iter()
+                .map(|e| u(e, "recorded_ns"))
+                .collect();
+        cli.sort_unstable();
+        assert_eq!(cli, want, "replay --until {until_ms} ms");
     }
     assert!(all.len() > 2_000, "{}", all.len());
 }
