@@ -41,17 +41,28 @@ impl WorkingDelta {
         match obj.remove("del") {
             None => {}
             Some(Value::Array(keys)) => {
+                del.reserve(keys.len());
                 for k in keys {
                     let Value::String(k) = k else {
                         return Err("its \"del\" holds something other than a key".into());
                     };
-                    if set.contains_key(&k) || del.contains(&k) {
+                    if set.contains_key(&k) {
                         return Err(format!("key {k:?} is removed twice, or set and removed"));
                     }
                     del.push(k);
                 }
             }
             Some(_) => return Err("its \"del\" is not a JSON array".into()),
+        }
+        // A key removed twice, found in O(n log n): the removals sorted, neighbours
+        // compared (`set` is a sorted map: each lookup above is O(log n)).
+        let mut sorted: Vec<&String> = del.iter().collect();
+        sorted.sort_unstable();
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!(
+                "key {:?} is removed twice, or set and removed",
+                w[0]
+            ));
         }
         if let Some(member) = obj.keys().next() {
             return Err(format!("unknown member {member:?}"));
@@ -72,11 +83,11 @@ impl WorkingDelta {
 }
 
 /// Encodes a delta as records of at most `limit_bytes` each: one when it fits, else
-/// several (the sets and removals split between them, in key order). A single entry
-/// always fits when the memory respects its limit (`DELTA_OVERHEAD_BYTES` below the
-/// record limit).
+/// several (the sets and removals split between them, in key order). Each value set is
+/// given as its compact JSON text. A single entry always fits when the memory respects
+/// its limit (`DELTA_OVERHEAD_BYTES` below the record limit).
 pub(crate) fn encode(
-    sets: &[(String, Value)],
+    sets: &[(String, String)],
     dels: &[String],
     limit_bytes: usize,
 ) -> Vec<Vec<u8>> {
@@ -115,14 +126,14 @@ pub(crate) fn encode(
     };
     let entries = sets
         .iter()
-        .map(|(k, v)| (k, Some(v)))
+        .map(|(k, v)| (k, Some(v.as_bytes())))
         .chain(dels.iter().map(|k| (k, None)));
     for (key, value) in entries {
-        // Writing JSON of a `String` or a `Value` into a vector cannot fail.
+        // Writing JSON of a `String` into a vector cannot fail.
         let mut part = serde_json::to_vec(key).unwrap_or_default();
         if let Some(v) = value {
             part.push(b':');
-            part.extend(serde_json::to_vec(v).unwrap_or_default());
+            part.extend_from_slice(v);
         }
         let (s_n, d_n) = (s_parts.len(), d_parts.len());
         let after = match value {
@@ -157,8 +168,8 @@ mod tests {
     #[test]
     fn a_delta_reads_back_as_written() {
         let sets = vec![
-            ("goal".to_owned(), json!({"task": "pick"})),
-            ("step".to_owned(), json!(2)),
+            ("goal".to_owned(), json!({"task": "pick"}).to_string()),
+            ("step".to_owned(), json!(2).to_string()),
         ];
         let dels = vec!["grip".to_owned()];
         let chunks = encode(&sets, &dels, 1 << 20);
@@ -195,6 +206,43 @@ mod tests {
         }
     }
 
+    /// A delta of many keys: each removal checked against the others without a pass
+    /// over all of them per key. A key removed twice anywhere among them is refused, by
+    /// name; the same keys each once are accepted, in their order.
+    #[test]
+    fn a_large_delta_is_checked_for_duplicates_whole() {
+        let n = 200_000;
+        let keys: Vec<String> = (0..n).map(|i| format!("k{i:06}")).collect();
+        let sets: Vec<String> = (0..1000).map(|i| format!("s{i}")).collect();
+        let text = |del: &[String]| {
+            serde_json::to_vec(&json!({
+                "set": sets.iter().map(|k| (k.clone(), json!(1))).collect::<Map<_, _>>(),
+                "del": del,
+            }))
+            .unwrap()
+        };
+        // Reversed, so that the removals are not given sorted.
+        let mut unique: Vec<String> = keys.iter().rev().cloned().collect();
+        let d = WorkingDelta::decode(&text(&unique)).unwrap();
+        assert_eq!(d.del, unique);
+        assert_eq!(d.set.len(), 1000);
+        // The first key again at the very end: the two are as far apart as can be.
+        unique.push(keys[n - 1].clone());
+        let err = WorkingDelta::decode(&text(&unique)).unwrap_err();
+        assert!(
+            err.contains("\"k199999\"") && err.contains("removed twice"),
+            "{err}"
+        );
+        // A removal of a key also set, at the end.
+        unique.pop();
+        unique.push("s999".to_owned());
+        let err = WorkingDelta::decode(&text(&unique)).unwrap_err();
+        assert!(
+            err.contains("\"s999\"") && err.contains("set and removed"),
+            "{err}"
+        );
+    }
+
     proptest! {
         /// However the entries are split, every record fits the limit, is valid JSON of
         /// the delta's form, and together they hold every entry once.
@@ -205,7 +253,7 @@ mod tests {
             // At least one entry's record: 8 + 20 characters of at most 6 bytes as JSON.
             limit in 160usize..600,
         ) {
-            let sets: Vec<(String, Value)> = sets.into_iter().map(|(k, v)| (k, json!(v))).collect();
+            let sets: Vec<(String, String)> = sets.into_iter().map(|(k, v)| (k, json!(v).to_string())).collect();
             let dels: Vec<String> = dels.into_iter().collect();
             let chunks = encode(&sets, &dels, limit);
             let mut got_sets = Map::new();
@@ -219,7 +267,12 @@ mod tests {
                 got_sets.extend(d.set);
                 got_dels.extend(d.del);
             }
-            prop_assert_eq!(got_sets, sets.into_iter().collect::<Map<_, _>>());
+            prop_assert_eq!(
+                got_sets,
+                sets.into_iter()
+                    .map(|(k, v)| (k, serde_json::from_str::<Value>(&v).unwrap()))
+                    .collect::<Map<_, _>>()
+            );
             prop_assert_eq!(got_dels, dels);
         }
     }

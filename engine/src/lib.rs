@@ -72,7 +72,7 @@ pub use event::Event;
 pub use names::{DictionaryFold, NAMES_PER_LOG_MAX, NameLimitError, VALUES_PER_EVENT_MAX};
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
 pub use recorder::{Config, KB_DIR, Overflow, Recorder, SUMMARY_GRACE_NS};
-pub use working::{DELTA_OVERHEAD_BYTES, WorkingMemory};
+pub use working::{CHANGE_BYTES as WORKING_CHANGE_BYTES, DELTA_OVERHEAD_BYTES, WorkingMemory};
 
 // The recorder is shared by the threads of a runtime: it must stay `Send + Sync`.
 const _: fn() = || {

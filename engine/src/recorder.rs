@@ -50,6 +50,7 @@ pub struct Config {
     event_bytes_max: usize,
     clock: Arc<dyn Clock>,
     kb_half_life_ns: u64,
+    working_queue_bytes_max: usize,
 }
 
 impl Default for Config {
@@ -67,6 +68,7 @@ impl Default for Config {
             event_bytes_max: 1 << 20,
             clock: Arc::new(SystemClock),
             kb_half_life_ns: blackbox_kb::adjudicate::DEFAULT_HALF_LIFE_NS,
+            working_queue_bytes_max: crate::working::QUEUE_BYTES_MAX,
         }
     }
 }
@@ -149,6 +151,19 @@ impl Config {
     #[must_use]
     pub fn kb_half_life_ns(mut self, ns: u64) -> Self {
         self.kb_half_life_ns = ns;
+        self
+    }
+
+    /// Bytes of working-memory changes that may wait for the writer (default 64 MiB).
+    /// A change counts its key, its value as JSON text and
+    /// [`WORKING_CHANGE_BYTES`](crate::WORKING_CHANGE_BYTES) of bookkeeping. When more
+    /// wait, the change that went over is made all the same, and the call that made it
+    /// (`set`, `remove`, `replace`) returns once the writer has taken every change
+    /// queued: a host that changes the memory faster than the writer logs it is slowed
+    /// down, never refused, and no change is dropped. 0 makes every change wait so.
+    #[must_use]
+    pub fn working_queue_bytes_max(mut self, bytes: usize) -> Self {
+        self.working_queue_bytes_max = bytes;
         self
     }
 }
@@ -415,6 +430,7 @@ impl Recorder {
                     .saturating_sub(crate::working::DELTA_OVERHEAD_BYTES),
                 clock,
                 notify_writer(tx.clone()),
+                config.working_queue_bytes_max,
             )),
             postroll_until_ns: AtomicU64::new(0),
             stamped: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -681,8 +697,11 @@ impl Recorder {
 
     /// Records an event that will be cited as evidence (by a knowledge-base commit or
     /// by the host): it is written whatever its kind's tier says (counted as `kept`),
-    /// and its seq is returned once it is in the log, durable after the next
-    /// [`Recorder::sync`]. An incident trigger recorded this way triggers as
+    /// and its seq is returned once it is as durable as the durability mode makes a
+    /// batch: written to the operating system (`Flush`: a crash of the process cannot
+    /// lose it), fdatasynced (`Sync`: a power cut cannot lose it), or appended to the
+    /// log's buffer (`Buffered`: durable after the next [`Recorder::sync`]). A host may
+    /// cite the seq at once. An incident trigger recorded this way triggers as
     /// [`Recorder::record`] would (pre-roll, marker, checkpoint, post-roll), and its own
     /// seq is returned.
     ///
@@ -1260,9 +1279,9 @@ struct Writer {
     /// Whether what a failure cost was moved to `lost`.
     failure_accounted: bool,
     /// The working memory as the log holds it so far: the last checkpoint with every
-    /// delta since folded in. Checkpoints write it, so a checkpoint is exactly the fold
-    /// of the records before it.
-    logged: BTreeMap<String, serde_json::Value>,
+    /// delta since folded in, each value as compact JSON text. Checkpoints write it, so
+    /// a checkpoint is exactly the fold of the records before it.
+    logged: BTreeMap<String, String>,
     /// Write a checkpoint of the empty memory when the session opens: the log holds a
     /// memory this session did not restore.
     reset_working: bool,
@@ -1299,6 +1318,9 @@ enum Phase {
 struct Waiting {
     syncs: Vec<Reply<Option<Seq>>>,
     close: Option<Reply<Option<Seq>>>,
+    /// Events recorded as evidence, with their seqs: answered once the batch is as
+    /// durable as the durability mode makes it (written, or synced).
+    evidence: Vec<(Reply<Seq>, Seq)>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -1350,7 +1372,12 @@ impl Writer {
             generation: 0,
             closing: None,
             failure_accounted: false,
-            logged: restored.working,
+            logged: restored
+                .working
+                .into_iter()
+                // Writing JSON of a `Value` into a string cannot fail.
+                .map(|(k, v)| (k, serde_json::to_string(&v).unwrap_or_default()))
+                .collect(),
             reset_working,
             // Still true: this session stamps nothing below it (`Floored`).
             watermark_ns: restored.watermark_ns,
@@ -1369,6 +1396,8 @@ impl Writer {
     /// such an empty segment, where it follows the preamble (and the policy).
     fn open_session(&mut self, recovery: &Recovery) -> Result<()> {
         let segment_empty = self.log.active_segment_first_seq() == self.log.next_seq();
+        // One reading serves the session's first records.
+        let now = self.shared.clock.now_ns();
         let all = self.shared.names.all();
         // IMPORTANT: an empty segment opens with its preamble (readers and `restore`
         // look for the dictionary at a segment's first record), so nothing goes before
@@ -1378,7 +1407,6 @@ impl Writer {
             self.emit_recovery(recovery);
         }
         if !all.is_empty() {
-            let now = self.shared.clock.now_ns();
             self.emit_dictionary(all, now);
             if self.base.iter().any(|c| *c != Counters::default()) {
                 let snapshot = AccountingRecord {
@@ -1404,9 +1432,10 @@ impl Writer {
         }
         if self.reset_working {
             // The memory starts empty although the log holds one: say so, or readers
-            // would fold this session's changes into the last session's memory.
-            let at = self.last_stamp_ns;
-            self.emit_raw(codec::CHECKPOINT, at, b"{}");
+            // would fold this session's changes into the last session's memory. Stamped
+            // with the time of the open (`emit_raw` keeps it no earlier than the log's
+            // last stamp): at the last session's last stamp its memory still held.
+            self.emit_raw(codec::CHECKPOINT, now, b"{}");
         }
         self.flush_out()?;
         self.end_batch()?;
@@ -1521,6 +1550,9 @@ impl Writer {
             for s in waiting.syncs {
                 let _ = s.send(Err(failure.clone()));
             }
+            for (r, _) in waiting.evidence {
+                let _ = r.send(Err(failure.clone()));
+            }
             let mut closing = false;
             if let Some(reply) = waiting.close {
                 let _ = reply.send(Err(failure));
@@ -1536,13 +1568,16 @@ impl Writer {
             for s in waiting.syncs {
                 let _ = s.send(r.clone());
             }
+            answer_evidence(waiting.evidence, r.as_ref().map(|_| ()));
             let _ = reply.send(r);
             return true;
         }
         if waiting.syncs.is_empty() {
-            if let Err(e) = self.end_batch() {
-                self.fail(&e);
+            let r = self.end_batch();
+            if let Err(e) = &r {
+                self.fail(e);
             }
+            answer_evidence(waiting.evidence, r.as_ref().map(|_| ()));
         } else {
             // The barrier applies every durability mode: nothing is left dirty.
             self.dirty = false;
@@ -1552,6 +1587,7 @@ impl Writer {
                 // reply is accepted and then lost.
                 self.fail(e);
             }
+            answer_evidence(waiting.evidence, r.as_ref().map(|_| ()));
             for s in waiting.syncs {
                 let _ = s.send(r.clone());
             }
@@ -1603,9 +1639,9 @@ impl Writer {
                     self.flush_out()
                 };
                 match written {
-                    Ok(seq) => {
-                        let _ = reply.send(Ok(seq.unwrap_or(Seq(0))));
-                    }
+                    // Answered at the batch's end, once the durability mode is applied:
+                    // a host cites the seq at once, and a crash must not lose it then.
+                    Ok(seq) => waiting.evidence.push((reply, seq.unwrap_or(Seq(0)))),
                     Err(e) => {
                         self.fail(&e);
                         let _ = reply.send(Err(e.clone()));
@@ -1738,7 +1774,17 @@ impl Writer {
     /// as JSON, or `CheckpointTooLarge` when it would not fit in a log record (the memory
     /// refuses a `set` that would make it so).
     fn snapshot(&self) -> Result<Vec<u8>> {
-        let bytes = serde_json::to_vec(&self.logged).unwrap_or_else(|_| b"{}".to_vec());
+        let mut bytes = b"{".to_vec();
+        for (i, (key, text)) in self.logged.iter().enumerate() {
+            if i > 0 {
+                bytes.push(b',');
+            }
+            // Writing JSON of a `String` into a vector cannot fail.
+            let _ = serde_json::to_writer(&mut bytes, key);
+            bytes.push(b':');
+            bytes.extend_from_slice(text.as_bytes());
+        }
+        bytes.push(b'}');
         let limit_bytes = self.log.record_bytes_max();
         if bytes.len() > limit_bytes {
             return Err(Error::CheckpointTooLarge {
@@ -2295,14 +2341,11 @@ impl Writer {
             return Ok(Err(SinkError::EvidenceNotInLog { seq, next_seq }));
         }
         if payload.len() > self.log.record_bytes_max() {
-            return Ok(Err(SinkError::Failed(
-                format!(
-                    "the commit takes {} bytes, more than the log's record limit of {} bytes; nothing was committed",
-                    payload.len(),
-                    self.log.record_bytes_max()
-                )
-                .into(),
-            )));
+            // The commit's own problem: refused, and the recorder goes on.
+            return Ok(Err(SinkError::TooLarge {
+                size_bytes: payload.len(),
+                limit_bytes: self.log.record_bytes_max(),
+            }));
         }
         self.emit_raw(codec::KB, ts_ns, payload);
         let time_ns = self.last_stamp_ns;
@@ -2514,6 +2557,14 @@ impl Writer {
         self.arena.clear();
         self.out_kept.clear();
         Ok(last)
+    }
+}
+
+/// Answers the events recorded as evidence in a batch: with their seqs once the batch is
+/// as durable as the durability mode makes it, or with the failure that stopped it.
+fn answer_evidence(evidence: Vec<(Reply<Seq>, Seq)>, durable: std::result::Result<(), &Error>) {
+    for (reply, seq) in evidence {
+        let _ = reply.send(durable.map(|()| seq).map_err(Error::clone));
     }
 }
 

@@ -47,7 +47,7 @@ struct Inner {
     /// Changes the writer has not taken yet, in the order they were made: their numbers
     /// increase and their stamps never decrease.
     queue: VecDeque<Change>,
-    /// Bytes the queued changes hold (their keys and values as JSON).
+    /// Bytes the queued changes hold: each one's [`Change::held_bytes`].
     queue_bytes: usize,
     /// The number the next change gets.
     next_change: u64,
@@ -64,12 +64,26 @@ pub(crate) struct Change {
     /// Its place among the changes: they are made, and numbered, under the memory's
     /// lock.
     pub(crate) number: u64,
-    /// When it was made, by the recorder's clock.
+    /// When it was made, by the recorder's clock: one reading for every change of one
+    /// operation (a `replace` is one change of many keys at one time).
     pub(crate) ts_ns: u64,
     pub(crate) key: String,
-    /// The value set; `None` for a removal.
-    pub(crate) value: Option<Value>,
+    /// The value set, as compact JSON text; `None` for a removal. Text, not a
+    /// `serde_json::Value`: a tree takes many times the bytes of its text (an array of
+    /// small numbers about 16 times), and the queue's bound counts what it holds.
+    pub(crate) value: Option<String>,
 }
+
+impl Change {
+    /// The heap and inline bytes this change holds while it waits: its key, its value's
+    /// text and the change itself.
+    pub(crate) fn held_bytes(&self) -> usize {
+        CHANGE_BYTES + self.key.len() + self.value.as_ref().map_or(0, String::len)
+    }
+}
+
+/// The bytes a queued change holds beyond its key and value text.
+pub const CHANGE_BYTES: usize = std::mem::size_of::<Change>();
 
 /// The recorder's side of a working memory: the clock that stamps changes and the way
 /// to tell the writer that some wait.
@@ -84,6 +98,9 @@ pub(crate) struct Journal {
     /// change at its place among the events of the thread that made it. With `true`,
     /// waits until the writer has taken them.
     notify: Box<dyn Fn(u64, bool) + Send + Sync>,
+    /// Bytes of changes that may wait for the writer (`Config::working_queue_bytes_max`)
+    /// before a change waits until the writer has taken them.
+    queue_bytes_max: usize,
 }
 
 impl std::fmt::Debug for Journal {
@@ -96,9 +113,10 @@ impl std::fmt::Debug for Journal {
 }
 
 /// Bytes of changes that may wait for the writer before a change waits until the writer
-/// has taken them: the queue holds each value a second time, and a host setting large
-/// values faster than the writer takes them must not grow it without bound.
-const QUEUE_BYTES_MAX: usize = 64 << 20;
+/// has taken them, by default (`Config::working_queue_bytes_max`): the queue holds each
+/// value a second time, and a host setting large values faster than the writer takes
+/// them must not grow it without bound.
+pub const QUEUE_BYTES_MAX: usize = 64 << 20;
 
 impl Default for WorkingMemory {
     /// A memory without a size limit and without a log (the recorder's has both).
@@ -160,12 +178,14 @@ impl WorkingMemory {
         limit_bytes: usize,
         clock: Arc<dyn Clock>,
         notify: Box<dyn Fn(u64, bool) + Send + Sync>,
+        queue_bytes_max: usize,
     ) -> WorkingMemory {
         WorkingMemory {
             journal: Some(Journal {
                 clock,
                 queued: AtomicBool::new(false),
                 notify,
+                queue_bytes_max,
             }),
             ..WorkingMemory::with_limit(limit_bytes)
         }
@@ -179,7 +199,8 @@ impl WorkingMemory {
     /// Sets `key` to `value`, returning the previous value. In a recorder the change is
     /// stamped by its clock and written to the log in its place among the events; it
     /// waits for the writer only while the writer's channel is full, or while more than
-    /// 64 MiB of changes wait for it.
+    /// `Config::working_queue_bytes_max` bytes of changes (64 MiB by default) wait for
+    /// it: the change is made, and `set` returns once the writer has taken the queue.
     ///
     /// # Errors
     ///
@@ -188,7 +209,9 @@ impl WorkingMemory {
     /// checkpointed whole; the memory is left as it was.
     pub fn set(&self, key: impl Into<String>, value: Value) -> Result<Option<Value>> {
         let key = key.into();
-        let added = entry_len(&key, &value);
+        // Writing JSON of a `Value` into a string cannot fail.
+        let text = serde_json::to_string(&value).unwrap_or_default();
+        let added = json_len(&key) + 1 + text.len();
         let mut inner = self.inner.write();
         let n = inner.map.len();
         let entries = inner.json_bytes - object_len(n, 0);
@@ -205,7 +228,9 @@ impl WorkingMemory {
             });
         }
         inner.json_bytes = size_bytes;
-        let queued = self.queue(&mut inner, &key, Some(&value), added);
+        let queued = self
+            .stamp(&mut inner)
+            .map(|ts_ns| self.queue(&mut inner, ts_ns, &key, Some(text)));
         let old = inner.map.insert(key, value);
         drop(inner);
         self.notify(queued);
@@ -221,7 +246,9 @@ impl WorkingMemory {
         let n = inner.map.len() + 1;
         let entries = inner.json_bytes - object_len(n, 0) - entry_len(key, &old);
         inner.json_bytes = object_len(n - 1, entries);
-        let queued = self.queue(&mut inner, key, None, json_len(key));
+        let queued = self
+            .stamp(&mut inner)
+            .map(|ts_ns| self.queue(&mut inner, ts_ns, key, None));
         drop(inner);
         self.notify(queued);
         Some(old)
@@ -284,14 +311,21 @@ impl WorkingMemory {
             .filter(|k| !content.contains_key(*k))
             .cloned()
             .collect();
-        for key in gone {
-            let bytes = json_len(&key);
-            queued = self.queue(&mut inner, &key, None, bytes).or(queued);
-        }
-        for (key, value) in &content {
-            if inner.map.get(key) != Some(value) {
-                let bytes = entry_len(key, value);
-                queued = self.queue(&mut inner, key, Some(value), bytes).or(queued);
+        let changed: Vec<(&String, &Value)> = content
+            .iter()
+            .filter(|(k, v)| inner.map.get(*k) != Some(*v))
+            .collect();
+        // One operation, one time: the clock is read once for all its keys.
+        if (!gone.is_empty() || !changed.is_empty())
+            && let Some(ts_ns) = self.stamp(&mut inner)
+        {
+            for key in gone {
+                queued = Some(self.queue(&mut inner, ts_ns, &key, None));
+            }
+            for (key, value) in changed {
+                // Writing JSON of a `Value` into a string cannot fail.
+                let text = serde_json::to_string(value).unwrap_or_default();
+                queued = Some(self.queue(&mut inner, ts_ns, key, Some(text)));
             }
         }
         inner.json_bytes = size_bytes;
@@ -317,8 +351,8 @@ impl WorkingMemory {
         serde_json::to_vec(&self.inner.read().map).unwrap_or_else(|_| b"{}".to_vec())
     }
 
-    /// Queues a change for the log, if this memory keeps one: returns its number and
-    /// whether too many bytes now wait.
+    /// The time of an operation about to queue changes for the log, if this memory
+    /// keeps one: one clock reading, whatever number of keys the operation changes.
     ///
     /// IMPORTANT: `queued` is set before the clock is read, both under the memory's
     /// lock. The writer, before it stamps a record with a time later than any before it,
@@ -326,13 +360,7 @@ impl WorkingMemory {
     /// a change not yet queued then reads the clock after the writer looked, so it is
     /// stamped no earlier than that record, and the log's timestamps stay the changes'
     /// own.
-    fn queue(
-        &self,
-        inner: &mut Inner,
-        key: &str,
-        value: Option<&Value>,
-        bytes: usize,
-    ) -> Option<(u64, bool)> {
+    fn stamp(&self, inner: &mut Inner) -> Option<u64> {
         let journal = self.journal.as_ref()?;
         if !inner.journaling {
             return None;
@@ -340,16 +368,33 @@ impl WorkingMemory {
         journal.queued.store(true, Ordering::SeqCst);
         let ts_ns = journal.clock.now_ns().max(inner.last_change_ns);
         inner.last_change_ns = ts_ns;
+        Some(ts_ns)
+    }
+
+    /// Queues a change stamped `ts_ns` (by [`WorkingMemory::stamp`]): returns its number
+    /// and whether more bytes than the bound now wait.
+    fn queue(
+        &self,
+        inner: &mut Inner,
+        ts_ns: u64,
+        key: &str,
+        value: Option<String>,
+    ) -> (u64, bool) {
         let number = inner.next_change;
         inner.next_change += 1;
-        inner.queue.push_back(Change {
+        let change = Change {
             number,
             ts_ns,
             key: key.to_owned(),
-            value: value.cloned(),
-        });
-        inner.queue_bytes += bytes;
-        Some((number, inner.queue_bytes > QUEUE_BYTES_MAX))
+            value,
+        };
+        inner.queue_bytes += change.held_bytes();
+        inner.queue.push_back(change);
+        let max = self
+            .journal
+            .as_ref()
+            .map_or(usize::MAX, |j| j.queue_bytes_max);
+        (number, inner.queue_bytes > max)
     }
 
     /// Tells the writer of a queued change (outside the memory's lock: the writer takes
@@ -400,10 +445,7 @@ impl WorkingMemory {
         let n = inner.queue.iter().take_while(|c| take(c)).count();
         let taken: Vec<Change> = inner.queue.drain(..n).collect();
         for c in &taken {
-            inner.queue_bytes -= match &c.value {
-                Some(v) => entry_len(&c.key, v),
-                None => json_len(&c.key),
-            };
+            inner.queue_bytes -= c.held_bytes();
         }
         if inner.queue.is_empty()
             && let Some(j) = &self.journal
@@ -452,6 +494,46 @@ mod tests {
                 prop_assert_eq!(memory.json_bytes(), memory.to_json_bytes().len());
             }
         }
+    }
+
+    /// Guards a past bug: the queue of changes waiting for the writer held each value as
+    /// a `serde_json::Value` tree while its bound counted the value's JSON text, so an
+    /// array of small numbers took about 14 times the bound. A queued change holds the
+    /// text, and the bound counts what the change holds: with a writer that takes
+    /// nothing, the change that takes the queue over the bound is the one told to wait.
+    #[test]
+    fn queued_changes_hold_json_text_and_the_bound_counts_their_bytes() {
+        let waits = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&waits);
+        // Each change below holds the key "k" (1 byte), the text of 1000 zeros (2001
+        // bytes: "[", 999 times "0,", "0]") and its own bookkeeping.
+        let per_change = 1 + 2001 + CHANGE_BYTES;
+        let memory = WorkingMemory::journaled(
+            usize::MAX,
+            Arc::new(crate::ManualClock::new(7)),
+            Box::new(move |number, wait| seen.lock().push((number, wait))),
+            3 * per_change,
+        );
+        memory.start_journal();
+        let zeros = json!(vec![0; 1000]);
+        for _ in 0..4 {
+            memory.set("k", zeros.clone()).unwrap();
+        }
+        // The fourth change takes the queue past three changes' bytes.
+        assert_eq!(
+            *waits.lock(),
+            [(0, false), (1, false), (2, false), (3, true)]
+        );
+        let text = format!("[{}0]", "0,".repeat(999));
+        let inner = memory.inner.read();
+        assert_eq!(inner.queue.len(), 4);
+        assert!(
+            inner
+                .queue
+                .iter()
+                .all(|c| c.value.as_deref() == Some(text.as_str()) && c.ts_ns == 7)
+        );
+        assert_eq!(inner.queue_bytes, 4 * per_change);
     }
 
     #[test]

@@ -336,3 +336,88 @@ fn a_change_announced_after_a_later_event_of_another_thread_keeps_its_time() {
         ]
     );
 }
+
+/// A clock that moves one nanosecond forward at every reading: any two readings differ.
+#[derive(Debug)]
+struct TickingClock(std::sync::atomic::AtomicU64);
+
+impl blackbox::Clock for TickingClock {
+    fn now_ns(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Guards a past bug: `replace` read the clock once per key it changed, so one
+/// operation reached the log as one delta record per key, each at its own time, and a
+/// reader could see the memory half replaced. One operation is one time: with a clock
+/// whose every reading differs, its changes still share one stamp and one record.
+#[test]
+fn a_replace_is_one_change_at_one_time_whatever_the_clock_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TickingClock(std::sync::atomic::AtomicU64::new(1_000)));
+    let recorder = Recorder::open(dir.path(), Config::new().clock(clock)).unwrap();
+    let memory = recorder.working();
+    memory.set("a", json!(1)).unwrap();
+    memory.set("b", json!(2)).unwrap();
+    memory.set("gone", json!(3)).unwrap();
+    recorder.sync().unwrap();
+    memory
+        .replace(memory_of(json!({"a": 10, "b": 2, "c": 30, "d": 40})))
+        .unwrap();
+    recorder.close().unwrap();
+    let workings: Vec<(u64, BTreeMap<String, Value>, Vec<String>)> = common::read_log(dir.path())
+        .into_iter()
+        .filter_map(|r| match r {
+            Rec::Working {
+                ts_ns, set, del, ..
+            } => Some((ts_ns, set, del)),
+            _ => None,
+        })
+        .collect();
+    // Three sets, then the replace: by hand, it sets a, c, d and removes "gone"; b is
+    // unchanged.
+    assert_eq!(workings.len(), 4, "{workings:?}");
+    let (_, set, del) = &workings[3];
+    assert_eq!(set, &memory_of(json!({"a": 10, "c": 30, "d": 40})));
+    assert_eq!(del, &["gone".to_owned()]);
+}
+
+fn memory_of(v: Value) -> BTreeMap<String, Value> {
+    memory(v)
+}
+
+/// Guards a past bug: a session that does not restore the working memory writes an
+/// empty checkpoint at open, and it was stamped with the log's last stamp, the time of
+/// the last session's close, so a reader asking for the memory at that instant found
+/// it empty. It is stamped with the time of the open, or the last stamp when the clock
+/// is behind it.
+#[test]
+fn the_reset_checkpoint_at_open_is_stamped_with_the_time_of_the_open() {
+    for (reopen_ns, expected_ns) in [(9_000, 9_000), (500, 5_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(5_000);
+        let config = || Config::new().clock(Arc::new(clock.clone()));
+        let recorder = Recorder::open(dir.path(), config()).unwrap();
+        recorder.working().set("goal", json!("cup")).unwrap();
+        recorder.close().unwrap();
+        drop(recorder);
+        let before = common::read_log(dir.path()).len();
+        clock.set_ns(reopen_ns);
+        let recorder = Recorder::open(dir.path(), config().restore_working_memory(false)).unwrap();
+        recorder.close().unwrap();
+        drop(recorder);
+        let recs = common::read_log(dir.path());
+        let reset = recs[before..]
+            .iter()
+            .find_map(|r| match r {
+                Rec::Checkpoint { ts_ns, memory, .. } => Some((*ts_ns, memory.clone())),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            reset,
+            (expected_ns, BTreeMap::new()),
+            "reopened at {reopen_ns}"
+        );
+    }
+}

@@ -35,6 +35,13 @@ pub enum SinkError {
         /// The seq the commit would have taken.
         next_seq: u64,
     },
+    /// The commit record is larger than the log's record limit: nothing was appended.
+    TooLarge {
+        /// Bytes of the commit record.
+        size_bytes: usize,
+        /// The log's record limit.
+        limit_bytes: usize,
+    },
     /// The recorder failed or is closed.
     Failed(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -480,6 +487,13 @@ impl KnowledgeBase {
                 SinkError::EvidenceNotInLog { seq, next_seq } => {
                     Error::EvidenceNotInLog { seq, next_seq }
                 }
+                SinkError::TooLarge {
+                    size_bytes,
+                    limit_bytes,
+                } => Error::CommitTooLarge {
+                    size_bytes,
+                    limit_bytes,
+                },
                 SinkError::Failed(e) => Error::Recorder(e),
             })?;
         *committed = version;

@@ -48,6 +48,14 @@ pub enum Error {
         /// The latest version.
         latest: Version,
     },
+    /// The commit record would be larger than the log's record limit (a value too
+    /// large): nothing was committed, and the next commit may succeed.
+    CommitTooLarge {
+        /// Bytes of the commit record.
+        size_bytes: usize,
+        /// The log's record limit.
+        limit_bytes: usize,
+    },
     /// The key has no fact.
     NotFound {
         /// The key.
@@ -116,6 +124,13 @@ impl fmt::Display for Error {
             Error::UnknownVersion { version, latest } => write!(
                 f,
                 "version: {version} is not a knowledge-base version (versions run from 1 to {latest})"
+            ),
+            Error::CommitTooLarge {
+                size_bytes,
+                limit_bytes,
+            } => write!(
+                f,
+                "the commit takes {size_bytes} bytes, more than the log's record limit of {limit_bytes} bytes; nothing was committed"
             ),
             Error::NotFound { key } => write!(
                 f,

@@ -632,6 +632,31 @@ fn reading_commands_refuse_a_missing_or_foreign_directory_and_create_nothing() {
     let err = fails(&record(&foreign, "{\"kind\":\"a.b\"}\n", &[]));
     assert!(err.contains("is not a Blackbox log"), "{err}");
     assert_eq!(fs::read_dir(&foreign).unwrap().count(), 1);
+    // So is a home-like directory: only dotfiles and subdirectories (`record` once wrote
+    // its segments among them), and a directory named like a segment in a log.
+    let home = tmp.path().join("home");
+    fs::create_dir_all(home.join("Documents")).unwrap();
+    fs::write(home.join(".bashrc"), "alias ll='ls -l'\n").unwrap();
+    let err = fails(&record(&home, "{\"kind\":\"a.b\"}\n", &[]));
+    assert!(err.contains("is not a Blackbox log"), "{err}");
+    let mut names: Vec<String> = fs::read_dir(&home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, [".bashrc", "Documents"]);
+    let log = tmp.path().join("log");
+    ok(&record(&log, "{\"kind\":\"a.b\"}\n", &[]));
+    fs::create_dir(log.join("00000000000000001000.bbx")).unwrap();
+    for args in [
+        vec!["verify", "--dir", s(&log)],
+        vec!["replay", "--dir", s(&log)],
+    ] {
+        let err = fails(&blackbox(&args));
+        assert!(err.contains("00000000000000001000.bbx"), "{args:?}: {err}");
+    }
+    let err = fails(&record(&log, "{\"kind\":\"a.b\"}\n", &[]));
+    assert!(err.contains("00000000000000001000.bbx"), "{err}");
 }
 
 #[test]

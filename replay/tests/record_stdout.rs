@@ -72,3 +72,55 @@ fn a_closed_stdout_stops_record_with_an_error_naming_the_last_recorded_line() {
     // The log was closed cleanly: it verifies.
     common::ok(&common::blackbox(&["verify", "--dir", s(&dir)]));
 }
+
+/// Guards a past bug: a closed stdout while an event's acknowledgement was due ended
+/// `record` with exit 0 and nothing on stderr, as if `| head` had had its fill; only a
+/// sync's reply stopped it with an error. Every reply goes through one path: the log is
+/// closed (every line up to this one recorded, accounted and synced), a sentence says
+/// so, and the exit code is 1.
+#[test]
+fn a_closed_stdout_on_an_event_acknowledgement_stops_record_with_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let mut child = bin()
+        .args(["record", "--dir", s(&dir)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin
+        .write_all(b"{\"kind\":\"a.b\",\"payload\":{\"i\":0},\"ack\":true}\n")
+        .unwrap();
+    let mut ack = String::new();
+    stdout.read_line(&mut ack).unwrap();
+    assert!(ack.contains("\"seq\""), "{ack}");
+    drop(stdout);
+    // Line 2 is recorded, then its acknowledgement cannot be written: line 3 never is.
+    let _ = stdin.write_all(
+        b"{\"kind\":\"a.b\",\"payload\":{\"i\":1},\"ack\":true}\n{\"kind\":\"a.b\",\"payload\":{\"i\":2}}\n",
+    );
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("line 2: cannot write its reply (stdout was closed)")
+            && stderr.contains("line 2 was the last recorded"),
+        "{stderr}"
+    );
+    let recorded: Vec<u64> = replay_json(&dir, &["--type", "event", "--log-order"])
+        .iter()
+        .map(|r| r["payload"]["i"].as_u64().unwrap())
+        .collect();
+    assert_eq!(recorded, [0, 1]);
+    // Closed as at the end of input: the last accounting record counts both events.
+    let all = replay_json(&dir, &[]);
+    let accounting = all.iter().rfind(|r| r["type"] == "accounting").unwrap();
+    assert_eq!(accounting["kinds"]["a.b"]["seen"], 2, "{accounting}");
+    assert_eq!(accounting["kinds"]["a.b"]["kept"], 2, "{accounting}");
+    common::ok(&common::blackbox(&["verify", "--dir", s(&dir)]));
+}

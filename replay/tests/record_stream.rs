@@ -286,3 +286,182 @@ fn a_refused_acked_event_is_answered_with_its_error() {
     assert!(lines[1]["seq"].is_u64());
     assert_eq!(lines[2]["skipped"], 1);
 }
+
+/// Guards a past bug: a `kb.put` whose commit record was larger than the log's record
+/// limit stopped the whole run. It is refused, its size and the limit named, and the
+/// recording goes on.
+#[test]
+fn a_kb_commit_larger_than_a_log_record_is_refused_and_recording_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    // The default record limit is 16 MiB: a value of 17 MiB cannot fit a commit.
+    let big = "x".repeat(17 << 20);
+    let input = format!(
+        "{{\"kind\":\"observation.a\",\"ack\":true}}\n\
+         {{\"op\":\"kb.put\",\"key\":\"big\",\"value\":\"{big}\",\"evidence\":[\"line:1\"]}}\n\
+         {{\"op\":\"kb.put\",\"key\":\"k\",\"value\":1,\"evidence\":[\"line:1\"]}}\n\
+         {{\"kind\":\"observation.c\"}}\n"
+    );
+    let out = record(&dir, &input, &[]);
+    let stdout = ok(&out);
+    let lines = json_lines(&stdout);
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert_eq!(lines[1]["line"], 2);
+    let error = lines[1]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", lines[1]));
+    assert!(
+        error.contains("record limit of 16777216 bytes") && error.contains("nothing was committed"),
+        "{error}"
+    );
+    let size: u64 = error
+        .split(" bytes")
+        .next()
+        .and_then(|t| t.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the size is named: {error}"));
+    assert!(size > 17 << 20, "{error}");
+    assert_eq!(
+        (
+            &lines[2]["line"],
+            &lines[2]["version"],
+            &lines[2]["outcome"]
+        ),
+        (&json!(3), &json!(1), &json!("created")),
+        "{stdout}"
+    );
+    assert_eq!(lines[3]["refused"], 1, "{stdout}");
+    assert_eq!(lines[3]["events"], 2, "{stdout}");
+    assert_eq!(replay_json(&dir, &["--type", "kb"]).len(), 1);
+}
+
+/// Guards a past bug: a number beyond the range of a 64-bit float (`1e999`) was refused
+/// as "not valid JSON (at column N)", naming neither the number nor its field, and the
+/// host waiting for the line's reply got none. Each is refused naming its field, and
+/// answered.
+#[test]
+fn a_number_out_of_range_is_refused_naming_its_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let input = r#"{"kind":"observation.a","ack":true}
+{"kind":"observation.b","values":{"force":1e999},"ack":true}
+{"op":"kb.put","key":"k","value":1,"confidence":1e999,"evidence":["line:1"]}
+{"op":"kb.put","key":"k","value":{"mass":[1,-1e999]},"evidence":["line:1"]}
+{"op":"set","key":"k","value":1E+400}
+{"kind":"observation.c","payload":{"x":{"y":2e308}}}
+{"op":"kb.put","key":"k","value":1,"evidence":["line:1"]}
+"#;
+    let out = record(&dir, input, &["--skip-invalid"]);
+    let stdout = ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines = json_lines(&stdout);
+    // The field, and the column where the number ends.
+    let why = [
+        (2, "values.force", 47),
+        (3, "confidence", 53),
+        (4, "value.mass[1]", 50),
+        (5, "value", 36),
+        (6, "payload.x.y", 49),
+    ];
+    assert_eq!(lines.len(), 1 + why.len() + 2, "{stdout}");
+    for (reply, (line, field, column)) in lines[1..].iter().zip(why) {
+        assert_eq!(reply["line"], line, "{reply}");
+        let error = reply["error"].as_str().unwrap_or_else(|| panic!("{reply}"));
+        assert!(
+            error.starts_with(&format!(
+                "{field}: the number ending at column {column} is out of range"
+            )),
+            "line {line}: {error}"
+        );
+        assert!(stderr.contains(&format!("line {line} ")), "{stderr}");
+    }
+    assert_eq!(lines[why.len() + 1]["version"], 1, "{stdout}");
+    let summary = &lines[why.len() + 2];
+    assert_eq!(
+        (&summary["events"], &summary["refused"], &summary["skipped"]),
+        (&json!(1), &json!(2), &json!(3)),
+        "{summary}"
+    );
+}
+
+/// Guards a past bug: with `--skip-invalid`, a line that was not UTF-8, or not JSON, got
+/// no reply even when it asked for one, and a host waiting for it waited for ever. A
+/// line that asks for a reply is answered, read through a lossy decoding when it is not
+/// UTF-8; once any line of the run asked for a reply, every refused line is answered,
+/// since what a garbled line asked for cannot be told.
+#[test]
+fn refused_lines_are_answered_once_replies_are_in_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let mut input = Vec::new();
+    input.extend_from_slice(b"{\"kind\":\"observation.\xff\",\"ack\":true}\n");
+    input.extend_from_slice(b"{\"kind\":\"observation.a\",\"ack\":true}\n");
+    input.extend_from_slice(b"this is not json\n");
+    input.extend_from_slice(b"\xfe\xff\n");
+    input.extend_from_slice(b"{\"kind\":\"observation.b\"}\n");
+    input.extend_from_slice(
+        b"{\"op\":\"kb.put\",\"key\":\"k\",\"value\":1,\"evidence\":[\"line:2\"]}\n",
+    );
+    let out = common::record_bytes(&dir, &input, &["--skip-invalid"]);
+    let stdout = ok(&out);
+    let lines = json_lines(&stdout);
+    assert_eq!(lines.len(), 6, "{stdout}");
+    for (reply, (line, words)) in [lines[0].clone(), lines[2].clone(), lines[3].clone()]
+        .iter()
+        .zip([(1, "not UTF-8"), (3, "not valid JSON"), (4, "not UTF-8")])
+    {
+        assert_eq!(reply["line"], line, "{reply}");
+        let error = reply["error"].as_str().unwrap_or_else(|| panic!("{reply}"));
+        assert!(error.contains(words), "line {line}: {error}");
+    }
+    assert_eq!(lines[1]["line"], 2, "{stdout}");
+    assert!(lines[1]["seq"].is_u64(), "{stdout}");
+    assert_eq!(
+        (&lines[4]["line"], &lines[4]["version"]),
+        (&json!(6), &json!(1))
+    );
+    assert_eq!(lines[5]["skipped"], 3, "{stdout}");
+
+    // A run where no line asks for a reply gets none: only the summary.
+    let quiet = tmp.path().join("quiet");
+    let lines = json_lines(&ok(&common::record_bytes(
+        &quiet,
+        b"this is not json\n\xfe\n{\"kind\":\"observation.b\"}\n",
+        &["--skip-invalid"],
+    )));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["skipped"], 2);
+}
+
+/// Guards a past bug: `"line:+1"` was read as line 1, since Rust's integer parsing takes
+/// a leading '+'. A line reference is `line:` and plain decimal digits.
+#[test]
+fn a_line_reference_is_plain_decimal_digits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let input = r#"{"kind":"observation.a","ack":true}
+{"op":"kb.put","key":"k","value":1,"evidence":["line:+1"]}
+{"op":"kb.put","key":"k","value":1,"evidence":["line: 1"]}
+{"op":"kb.put","key":"k","value":1,"evidence":["line:"]}
+{"op":"kb.put","key":"k","value":1,"evidence":["line:1"]}
+"#;
+    let stdout = ok(&record(&dir, input, &[]));
+    let lines = json_lines(&stdout);
+    assert_eq!(lines.len(), 6, "{stdout}");
+    for (reply, (line, reference)) in
+        lines[1..4]
+            .iter()
+            .zip([(2, "line:+1"), (3, "line: 1"), (4, "line:")])
+    {
+        assert_eq!(reply["line"], line, "{reply}");
+        let error = reply["error"].as_str().unwrap_or_else(|| panic!("{reply}"));
+        assert!(
+            error.contains(&format!("evidence \"{reference}\" is neither a seq")),
+            "line {line}: {error}"
+        );
+    }
+    assert_eq!(
+        (&lines[4]["line"], &lines[4]["version"]),
+        (&json!(5), &json!(1))
+    );
+}

@@ -492,6 +492,8 @@ impl Gate {
 #[derive(Debug, Clone, Default)]
 pub struct GatedStorage {
     gate: Arc<Gate>,
+    /// The gate fdatasyncs wait at.
+    sync_gate: Arc<Gate>,
 }
 
 impl GatedStorage {
@@ -502,6 +504,11 @@ impl GatedStorage {
     /// The gate appends wait at.
     pub fn gate(&self) -> &Gate {
         &self.gate
+    }
+
+    /// The gate fdatasyncs wait at (open unless closed).
+    pub fn sync_gate(&self) -> &Gate {
+        &self.sync_gate
     }
 }
 
@@ -606,6 +613,7 @@ impl WriteFile for GatedFile {
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
+        self.storage.sync_gate.pass();
         self.file.sync_data()
     }
 

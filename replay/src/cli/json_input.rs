@@ -48,10 +48,44 @@ pub fn json_error(e: &serde_json::Error) -> String {
             // position serde_json appends and give the column.
             let text = e.to_string();
             let ours = text.split(" at line ").next().unwrap_or(&text);
+            if let Some((path, column)) = ours
+                .strip_prefix(OUT_OF_RANGE)
+                .and_then(|rest| rest.rsplit_once('|'))
+            {
+                return format!(
+                    "{path}: the number ending at column {column} is out of range: a number must be finite and within ±1.7976931348623157e308 (a 64-bit float)"
+                );
+            }
             format!("{ours} (at column {})", e.column())
         }
         Category::Io => "it could not be read".to_owned(),
     }
+}
+
+/// How a number out of range travels up from where serde_json found it: this, the path
+/// to it (`values.force`, `value.mass[1]`), `|`, and the column where it ends.
+const OUT_OF_RANGE: &str = "number out of range in ";
+
+/// An error from inside the value at `segment` (a key, or `[i]`): a number out of range
+/// gets the segment put before its path; any other error passes unchanged.
+fn inside<E: de::Error>(e: E, segment: &str) -> E {
+    let text = e.to_string();
+    let message = text.split(" at line ").next().unwrap_or(&text);
+    if let Some(rest) = message.strip_prefix(OUT_OF_RANGE) {
+        let (path, column) = rest.rsplit_once('|').unwrap_or((rest, "?"));
+        let joined = if path.is_empty() || path.starts_with('[') {
+            format!("{segment}{path}")
+        } else {
+            format!("{segment}.{path}")
+        };
+        return E::custom(format!("{OUT_OF_RANGE}{joined}|{column}"));
+    }
+    if message == "number out of range" {
+        // serde_json's own error, at the number itself: "… at line L column C".
+        let column = text.rsplit("column ").next().unwrap_or("?");
+        return E::custom(format!("{OUT_OF_RANGE}{segment}|{column}"));
+    }
+    e
 }
 
 /// A JSON value with no key given twice in any object.
@@ -112,7 +146,10 @@ impl<'de> Visitor<'de> for StrictVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
-        while let Some(Strict(v)) = seq.next_element()? {
+        while let Some(Strict(v)) = seq
+            .next_element()
+            .map_err(|e| inside(e, &format!("[{}]", items.len())))?
+        {
             items.push(v);
         }
         Ok(Value::Array(items))
@@ -127,7 +164,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
                     Shown(&key)
                 )));
             }
-            let Strict(v) = map.next_value()?;
+            let Strict(v) = map.next_value().map_err(|e| inside(e, &key))?;
             out.insert(key, v);
         }
         Ok(Value::Object(out))

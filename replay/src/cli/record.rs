@@ -13,7 +13,7 @@
 //! that asked for a reply and was refused, `{"synced": S}` for a sync, and the summary
 //! at the end.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -111,11 +111,11 @@ struct Tally {
     /// Knowledge-base operations refused (answered with an error; recording went on).
     refused: AtomicU64,
     /// The seq each event line sent with `"ack": true` got, by line number.
-    acked: Mutex<HashMap<u64, u64>>,
+    acked: Mutex<super::record_kb::AckedLines>,
 }
 
 /// The seqs of acknowledged lines (only the thread reading lines uses them).
-fn acked(tally: &Tally) -> std::sync::MutexGuard<'_, HashMap<u64, u64>> {
+fn acked(tally: &Tally) -> std::sync::MutexGuard<'_, super::record_kb::AckedLines> {
     tally.acked.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -259,11 +259,7 @@ fn print_summary(
         "kinds": run_counters(baseline, totals),
         "recovered": recovered,
     });
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
-    writeln!(out, "{summary}")
-        .and_then(|()| out.flush())
-        .map_err(super::stdout_error)
+    reply(&io::stdout(), &summary, Answering::Summary)
 }
 
 /// This run's counters per kind: the totals at the end less those at open.
@@ -310,6 +306,9 @@ fn feed(recorder: &Recorder, args: &Args, tally: &Tally) -> Result<(), CliError>
     let stdout = io::stdout();
     let mut buf = Vec::new();
     let mut number = 0u64;
+    // Whether any line so far asked for a reply: from then on every refused line is
+    // answered, since what a line that cannot be read asked for cannot be told.
+    let mut replies_in_use = false;
     loop {
         buf.clear();
         let read = read_line_capped(&mut input, &mut buf, LINE_BYTES_MAX)
@@ -332,20 +331,28 @@ fn feed(recorder: &Recorder, args: &Args, tally: &Tally) -> Result<(), CliError>
             )),
             Ok(text) if text.trim().is_empty() => continue,
             Ok(text) => match parse_line(text) {
-                Ok(line) => apply(recorder, line, number, &stdout, tally)?,
+                Ok(line) => {
+                    replies_in_use |= line.asks_reply();
+                    apply(recorder, line, number, &stdout, tally)?
+                }
                 Err(reason) => Err(reason),
             },
         };
         if let Err(reason) = outcome {
             // A line that asked for a reply gets one, so that a host waiting for it is
-            // not left waiting.
+            // not left waiting: read through a lossy decoding when it is not UTF-8.
             let asks = if too_long {
                 Reply::None
             } else {
-                std::str::from_utf8(&buf).map_or(Reply::None, asks_reply)
+                asks_reply(&String::from_utf8_lossy(&buf))
             };
-            if asks != Reply::None {
-                reply(&stdout, &json!({"line": number, "error": reason}))?;
+            replies_in_use |= asks != Reply::None;
+            if replies_in_use {
+                reply(
+                    &stdout,
+                    &json!({"line": number, "error": reason}),
+                    Answering::Refused(number),
+                )?;
             }
             if asks == Reply::Kb {
                 // A knowledge-base operation refused never stops the recording.
@@ -386,25 +393,67 @@ enum Reply {
     Kb,
 }
 
+/// The fields of a line that say which reply it asks for; every other field is passed
+/// over unread (a number out of range among them included).
+#[derive(serde::Deserialize)]
+struct Asks {
+    #[serde(default)]
+    op: Option<Value>,
+    #[serde(default)]
+    ack: Option<Value>,
+}
+
 /// Which reply a line that could not be applied asked for, as far as it can be read.
 fn asks_reply(text: &str) -> Reply {
-    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(text) else {
+    let Ok(asks) = serde_json::from_str::<Asks>(text) else {
         return Reply::None;
     };
-    match obj.get("op") {
+    match asks.op {
         Some(Value::String(op)) if op.starts_with("kb.") => Reply::Kb,
         Some(_) => Reply::None,
-        None if obj.get("ack") == Some(&Value::Bool(true)) => Reply::Ack,
+        None if asks.ack == Some(Value::Bool(true)) => Reply::Ack,
         None => Reply::None,
     }
 }
 
-/// Prints one reply line and flushes it: the host may be waiting for it.
-fn reply(stdout: &io::Stdout, value: &Value) -> Result<(), CliError> {
+/// What a reply answers, for the error when it cannot be written.
+#[derive(Debug, Clone, Copy)]
+enum Answering {
+    /// Line L, recorded (or committed, or synced).
+    Recorded(u64),
+    /// Line L, refused.
+    Refused(u64),
+    /// The summary, after the log was closed.
+    Summary,
+}
+
+/// Prints one reply line and flushes it: the host may be waiting for it. Every reply
+/// goes through here. A closed stdout is not the quiet end of `| head`: the host waits
+/// for replies, and the lines after this one would go unrecorded without a word, so it
+/// stops the run with exit code 1 and a sentence on stderr (the caller then closes the
+/// log, as at the end of input).
+fn reply(stdout: &io::Stdout, value: &Value, answering: Answering) -> Result<(), CliError> {
     let mut out = stdout.lock();
     writeln!(out, "{value}")
         .and_then(|()| out.flush())
-        .map_err(super::stdout_error)
+        .map_err(|e| {
+            let why = if e.kind() == io::ErrorKind::BrokenPipe {
+                "stdout was closed".to_owned()
+            } else {
+                e.to_string()
+            };
+            CliError::new(match answering {
+                Answering::Recorded(number) => format!(
+                    "line {number}: cannot write its reply ({why}): stopped recording; line {number} was the last recorded (the log is closed, every line up to it synced): keep reading the output of `blackbox record` until it exits"
+                ),
+                Answering::Refused(number) => format!(
+                    "line {number}: cannot write its reply ({why}): stopped recording; line {number} was refused and the lines before it recorded (the log is closed, every one of them synced): keep reading the output of `blackbox record` until it exits"
+                ),
+                Answering::Summary => format!(
+                    "cannot write the summary ({why}): the log is closed, every line recorded and synced"
+                ),
+            })
+        })
 }
 
 /// Applies line `number`. The outer error stops the run (the recorder or stdout failed);
@@ -420,7 +469,7 @@ fn apply(
         Line::Kb(op) => match super::record_kb::apply(recorder, op, number, &acked(tally))? {
             Ok(ack) => {
                 bump(&tally.ops);
-                reply(stdout, &ack)?;
+                reply(stdout, &ack, Answering::Recorded(number))?;
                 Ok(Ok(()))
             }
             Err(reason) => Ok(Err(reason)),
@@ -454,8 +503,12 @@ fn apply(
                 Ok(seq) => {
                     bump(&tally.events);
                     if let Some(seq) = seq {
-                        acked(tally).insert(number, seq);
-                        reply(stdout, &json!({"line": number, "seq": seq}))?;
+                        acked(tally).push(number, seq);
+                        reply(
+                            stdout,
+                            &json!({"line": number, "seq": seq}),
+                            Answering::Recorded(number),
+                        )?;
                     }
                     Ok(Ok(()))
                 }
@@ -493,23 +546,24 @@ fn apply(
         Line::Sync => {
             let seq = recorder.sync()?;
             bump(&tally.ops);
-            let mut out = stdout.lock();
-            // A closed stdout is not the quiet end of `| head` here: the feeder waits
-            // for acknowledgements, and the lines after this one would go unrecorded
-            // without a word.
-            writeln!(out, "{}", json!({ "synced": seq.map(|s| s.0) }))
-                .and_then(|()| out.flush())
-                .map_err(|e| {
-                    let why = if e.kind() == io::ErrorKind::BrokenPipe {
-                        "stdout was closed".to_owned()
-                    } else {
-                        e.to_string()
-                    };
-                    CliError::new(format!(
-                        "line {number}: cannot write its acknowledgement ({why}): stopped recording; line {number} was the last recorded (the log is closed, every line up to it synced): keep reading the output of `blackbox record` until it exits"
-                    ))
-                })?;
+            reply(
+                stdout,
+                &json!({ "synced": seq.map(|s| s.0) }),
+                Answering::Recorded(number),
+            )?;
             Ok(Ok(()))
+        }
+    }
+}
+
+impl Line {
+    /// Whether the line asks for a reply: an event sent with `"ack": true`, a
+    /// knowledge-base operation, a sync.
+    fn asks_reply(&self) -> bool {
+        match self {
+            Line::Event { ack, .. } => *ack,
+            Line::Kb(_) | Line::Sync => true,
+            Line::Set { .. } | Line::Del { .. } | Line::Checkpoint => false,
         }
     }
 }

@@ -47,6 +47,22 @@ pub fn record(dir: &Path, input: &str, extra: &[&str]) -> Output {
     child.wait_with_output().expect("wait for blackbox record")
 }
 
+/// Runs `blackbox record --dir DIR EXTRA...` with `input`, any bytes, on stdin.
+pub fn record_bytes(dir: &Path, input: &[u8], extra: &[&str]) -> Output {
+    let mut child = bin()
+        .arg("record")
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn blackbox record");
+    let _ = child.stdin.take().expect("stdin").write_all(input);
+    child.wait_with_output().expect("wait for blackbox record")
+}
+
 /// The stdout of a run that must have succeeded.
 pub fn ok(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr);
