@@ -1290,6 +1290,9 @@ struct Writer {
     watermark_ns: u64,
     /// The watermark the last accounting record carried: one is due when it moved.
     accounted_watermark_ns: u64,
+    /// The log's next seq after the last accounting record: a watermark that moved while
+    /// nothing else was written needs no record (a reader reaches the log's end there).
+    accounted_next_seq: u64,
 }
 
 /// A post-roll window of the triggers taken: `[start_ns, end_ns)`.
@@ -1382,6 +1385,7 @@ impl Writer {
             // Still true: this session stamps nothing below it (`Floored`).
             watermark_ns: restored.watermark_ns,
             accounted_watermark_ns: restored.watermark_ns,
+            accounted_next_seq: 0,
             shared,
         }
     }
@@ -2421,7 +2425,12 @@ impl Writer {
             .into_iter()
             .filter(|&(k, c)| self.accounted.get(k as usize) != Some(&c))
             .collect();
-        if changed.is_empty() && !always && self.watermark_ns == self.accounted_watermark_ns {
+        let written_since =
+            !self.out.is_empty() || self.log.next_seq().0 != self.accounted_next_seq;
+        if changed.is_empty()
+            && !always
+            && (self.watermark_ns == self.accounted_watermark_ns || !written_since)
+        {
             return Ok(());
         }
         let pending = self.shared.names.take_pending();
@@ -2449,6 +2458,7 @@ impl Writer {
         self.flush_out()?;
         self.accounted = totals;
         self.accounted_watermark_ns = self.watermark_ns;
+        self.accounted_next_seq = self.log.next_seq().0;
         Ok(())
     }
 

@@ -166,3 +166,31 @@ fn the_watermark_moves_past_ring_events_older_than_the_pre_roll() {
         .sum();
     assert_eq!(summarized, 100);
 }
+
+/// An idle recorder writes no accounting record for a watermark alone: the watermark
+/// moves with the clock, but a reader that reaches a record after nothing else was
+/// written is at the log's end anyway. Ten idle intervals after one event add at most
+/// the one record that carries the watermark past that event.
+#[test]
+fn an_idle_recorder_writes_no_accounting_record_for_the_watermark_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let rec = Recorder::open(
+        dir.path(),
+        Config::new()
+            .clock(Arc::new(clock.clone()))
+            .accounting_interval_ns(SEC)
+            .checkpoint_interval_ns(None),
+    )
+    .unwrap();
+    rec.record(&Event::new("cmd.x")).unwrap();
+    rec.sync().unwrap();
+    let before = common::accountings(&common::read_log(dir.path())).len();
+    for i in 1..=10 {
+        clock.set_ns(T0 + i * 5 * SEC);
+        rec.sync().unwrap();
+    }
+    let idle = common::accountings(&common::read_log(dir.path())).len() - before;
+    assert!(idle <= 1, "{idle} accounting records in ten idle intervals");
+    rec.close().unwrap();
+}
