@@ -43,15 +43,18 @@ def send(obj):
 
 
 def ask(obj):
-    """Sends a line that asks for a reply, and waits for the reply."""
+    """Sends a line that asks for a reply, and waits for the reply. Once lines ask for
+    replies, a refused line gets one too, asked for or not: it names its own line."""
     line = send(obj)
     rec.stdin.flush()
-    reply = replies.get(timeout=60)
-    if reply is None:
-        sys.exit(f"blackbox record stopped at line {line}")
-    if "error" in reply:
-        raise RuntimeError(f"line {line} refused: {reply['error']}")
-    return reply
+    while True:
+        reply = replies.get(timeout=60)
+        if reply is None:
+            sys.exit(f"blackbox record stopped at line {line}")
+        if "error" in reply:
+            raise RuntimeError(f"line {reply['line']} refused: {reply['error']}")
+        if reply.get("line", line) == line:  # a sync's reply names no line
+            return reply
 
 
 masses_kg = {"cup": 0.31, "plate": 0.52, "bowl": 0.27}

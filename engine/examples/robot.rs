@@ -31,8 +31,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use blackbox::codec::{
-    self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedEventRecord,
-    ArchivedIncidentRecord, ArchivedSummaryRecord, Counters, WrittenTier,
+    self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedIncidentRecord,
+    ArchivedSummaryRecord, Counters,
 };
 use blackbox::{
     Config, Durability, Event, IncidentPolicy, LogReader, ManualClock, Policy, Recorder, Sampling,
@@ -315,10 +315,10 @@ fn read_back(dir: &Path) -> Result<LogContents, BoxError> {
                 "dictionary"
             }
             codec::EVENT => {
-                let e = codec::access::<ArchivedEventRecord>(bytes)?;
-                let tier = WrittenTier::from_u8(e.tier).map_or("?", WrittenTier::name);
+                let e = codec::decode_event(bytes, record.ts_ns())?;
+                let tier = e.tier.name();
                 *out.written
-                    .entry(name_of(&dict, e.kind.to_native()))
+                    .entry(name_of(&dict, e.kind))
                     .or_default()
                     .entry(tier)
                     .or_default() += 1;

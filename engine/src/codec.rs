@@ -1,6 +1,7 @@
-//! The recorder's records in the log: their type tags and their rkyv encodings.
+//! The recorder's records in the log: their type tags and their encodings.
 //!
-//! Every payload is an rkyv archive, read back in place ([`access`]) from the log's
+//! An event has a lean layout of its own, read in place by [`decode_event`]; every
+//! other payload is an rkyv archive, read back in place ([`access`]) from the log's
 //! 8-aligned payloads after rkyv's validation. Names (kinds, sources, value names) are
 //! interned: records carry `u32` ids, and dictionary records map ids to names. The
 //! dictionary in force at a seq is the fold of the dictionary records from the start
@@ -101,21 +102,22 @@ impl Encoding {
 /// allocation. Archived exactly as a `Vec<u8>`.
 pub type Payload = smallvec::SmallVec<[u8; 128]>;
 
-/// An event record.
-#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+/// An event record, owned: what the recorder encodes with [`EventRecord::encode`] and
+/// what [`EventView::to_record`] gives back. Not an rkyv archive: events have a lean
+/// layout of their own ([`decode_event`], docs/FORMAT.md "Event records").
+#[derive(Debug, Clone, PartialEq)]
 pub struct EventRecord {
-    // Fields are ordered widest first, so the archive carries no padding between them.
-    /// The recorder's time when the event was recorded (ns since the epoch). It equals
-    /// the log record's timestamp except for pre-roll events, which are written when
-    /// their incident is triggered.
+    /// The recorder's time when the event was recorded (ns since the epoch). Stored
+    /// only when it differs from the log record's timestamp (pre-roll events, which are
+    /// written when their incident is triggered).
     pub recorded_ns: u64,
-    /// How many events this record stands for (1 unless sampled).
+    /// How many events this record stands for (1 unless sampled); stored only when not 1.
     pub weight: f64,
     /// The caller's own time for the event, if it gave one (ns since the epoch).
     pub event_time_ns: Option<u64>,
-    /// The payload bytes (held inline when small; archived as a plain byte vector).
+    /// The payload bytes (held inline when small).
     pub payload: Payload,
-    /// Numeric values: (interned name, value).
+    /// Numeric values: (interned name, value); at most [`EVENT_VALUES_MAX`].
     pub values: Vec<(u32, f64)>,
     /// Interned kind.
     pub kind: u32,
@@ -125,6 +127,265 @@ pub struct EventRecord {
     pub tier: u8,
     /// An [`Encoding`] as `u8`.
     pub encoding: u8,
+}
+
+/// Length of an event record's fixed header.
+pub const EVENT_HEADER_LEN: usize = 8;
+/// The most values an event record holds.
+pub const EVENT_VALUES_MAX: usize = crate::VALUES_PER_EVENT_MAX;
+/// The largest interned id.
+const ID_MAX: u32 = crate::NAMES_PER_LOG_MAX;
+/// Bytes of one value: name id u32, value f64.
+const VALUE_LEN: usize = 12;
+
+const HAS_SOURCE: u8 = 1 << 4;
+const HAS_EVENT_TIME: u8 = 1 << 5;
+const HAS_RECORDED: u8 = 1 << 6;
+const HAS_WEIGHT: u8 = 1 << 7;
+
+impl EventRecord {
+    /// Appends the record's bytes to `out`, for a log record stamped `log_ts_ns`: the
+    /// recorded time is stored only when it differs from that stamp.
+    ///
+    /// Layout (little endian): kind u32, flags u8 (bits 0-1 tier, 2-3 encoding, 4
+    /// source, 5 event time, 6 recorded time, 7 weight), a zero byte, value count u16;
+    /// then the fields the flags name, in that order (source u32, event time u64,
+    /// recorded time u64, weight f64), then the values (name u32, value f64 each), then
+    /// the payload to the end of the record.
+    ///
+    /// # Panics
+    ///
+    /// More than [`EVENT_VALUES_MAX`] values, or a tier or encoding byte out of range:
+    /// the recorder never builds such a record.
+    pub fn encode(&self, log_ts_ns: u64, out: &mut Vec<u8>) {
+        out.reserve(EVENT_HEADER_LEN + 28 + self.values.len() * VALUE_LEN + self.payload.len());
+        self.encode_with(log_ts_ns, |b| out.extend_from_slice(b));
+    }
+
+    /// [`EventRecord::encode`], handing the bytes to `put` in order.
+    ///
+    /// # Panics
+    ///
+    /// As [`EventRecord::encode`].
+    pub fn encode_with(&self, log_ts_ns: u64, mut put: impl FnMut(&[u8])) {
+        assert!(self.values.len() <= EVENT_VALUES_MAX, "too many values");
+        assert!(
+            self.tier < 4 && self.encoding < 4,
+            "tier or encoding out of range"
+        );
+        let mut flags = self.tier | (self.encoding << 2);
+        // The header and the optional fields: at most 8 + 4 + 8 + 8 + 8 bytes.
+        let mut head = [0u8; EVENT_HEADER_LEN + 28];
+        let mut n = EVENT_HEADER_LEN;
+        let mut field = |bytes: &[u8], n: &mut usize| {
+            head[*n..*n + bytes.len()].copy_from_slice(bytes);
+            *n += bytes.len();
+        };
+        if self.source != 0 {
+            flags |= HAS_SOURCE;
+            field(&self.source.to_le_bytes(), &mut n);
+        }
+        if let Some(t) = self.event_time_ns {
+            flags |= HAS_EVENT_TIME;
+            field(&t.to_le_bytes(), &mut n);
+        }
+        if self.recorded_ns != log_ts_ns {
+            flags |= HAS_RECORDED;
+            field(&self.recorded_ns.to_le_bytes(), &mut n);
+        }
+        if self.weight.to_bits() != 1.0f64.to_bits() {
+            flags |= HAS_WEIGHT;
+            field(&self.weight.to_le_bytes(), &mut n);
+        }
+        let count = u16::try_from(self.values.len()).unwrap_or(u16::MAX);
+        head[0..4].copy_from_slice(&self.kind.to_le_bytes());
+        head[4] = flags;
+        head[5] = 0;
+        head[6..8].copy_from_slice(&count.to_le_bytes());
+        put(&head[..n]);
+        for (name, value) in &self.values {
+            let mut v = [0u8; VALUE_LEN];
+            v[..4].copy_from_slice(&name.to_le_bytes());
+            v[4..].copy_from_slice(&value.to_le_bytes());
+            put(&v);
+        }
+        put(&self.payload);
+    }
+
+    /// The record's bytes in a vector of their own (see [`EventRecord::encode`]).
+    pub fn to_bytes(&self, log_ts_ns: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(log_ts_ns, &mut out);
+        out
+    }
+}
+
+/// An event record read in place: every field checked, nothing copied.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EventView<'a> {
+    /// Interned kind (1 to 65 536).
+    pub kind: u32,
+    /// Interned source (1 to 65 536); 0 when the event has none.
+    pub source: u32,
+    /// Why the event was written.
+    pub tier: WrittenTier,
+    /// How its payload is to be read.
+    pub encoding: Encoding,
+    /// The caller's own time for the event, if it gave one.
+    pub event_time_ns: Option<u64>,
+    /// When the event was recorded: the log record's timestamp unless the record says
+    /// otherwise (pre-roll).
+    pub recorded_ns: u64,
+    /// How many events the record stands for.
+    pub weight: f64,
+    /// The numeric values, read as they are iterated.
+    pub values: Values<'a>,
+    /// The payload bytes.
+    pub payload: &'a [u8],
+}
+
+impl EventView<'_> {
+    /// The owned form.
+    pub fn to_record(&self) -> EventRecord {
+        EventRecord {
+            recorded_ns: self.recorded_ns,
+            weight: self.weight,
+            event_time_ns: self.event_time_ns,
+            payload: Payload::from_slice(self.payload),
+            values: self.values.iter().collect(),
+            kind: self.kind,
+            source: self.source,
+            tier: self.tier as u8,
+            encoding: self.encoding as u8,
+        }
+    }
+}
+
+/// An event's values in place: (interned name, value) pairs, 12 bytes each, names
+/// checked by [`decode_event`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Values<'a>(&'a [u8]);
+
+impl<'a> Values<'a> {
+    /// How many values.
+    pub fn len(&self) -> usize {
+        self.0.len() / VALUE_LEN
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The values in their stored order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (u32, f64)> + 'a {
+        self.0.chunks_exact(VALUE_LEN).map(|c| {
+            let (name, value) = c.split_at(4);
+            (le_u32(name), f64::from_bits(le_u64(value)))
+        })
+    }
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a)
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+/// Splits `n` bytes off the front of `rest`, or says which field the record is too
+/// short for.
+fn take<'a>(rest: &mut &'a [u8], n: usize, what: &str) -> Result<&'a [u8], String> {
+    if rest.len() < n {
+        return Err(format!(
+            "the record ends inside its {what} ({} of {n} bytes)",
+            rest.len()
+        ));
+    }
+    let (head, tail) = rest.split_at(n);
+    *rest = tail;
+    Ok(head)
+}
+
+fn check_id(id: u32, what: &str) -> Result<u32, String> {
+    if id == 0 || id > ID_MAX {
+        return Err(format!("its {what} id {id} is outside 1 to {ID_MAX}"));
+    }
+    Ok(id)
+}
+
+/// Reads an event record in place, for a log record stamped `log_ts_ns`. Every length
+/// and id is checked against the record's bytes and the format's limits; nothing is
+/// allocated.
+///
+/// # Errors
+///
+/// A sentence saying what is wrong: a record too short for what its header announces,
+/// an unknown tier or encoding, a nonzero reserved byte, an id outside 1 to 65 536,
+/// more than [`EVENT_VALUES_MAX`] values, or a payload on an event without one.
+pub fn decode_event(bytes: &[u8], log_ts_ns: u64) -> Result<EventView<'_>, String> {
+    let mut rest = bytes;
+    let head = take(&mut rest, EVENT_HEADER_LEN, "header")?;
+    let kind = check_id(le_u32(head), "kind")?;
+    let flags = head[4];
+    if head[5] != 0 {
+        return Err(format!("its reserved header byte is {}, not 0", head[5]));
+    }
+    let count = usize::from(u16::from_le_bytes([head[6], head[7]]));
+    if count > EVENT_VALUES_MAX {
+        return Err(format!(
+            "its header announces {count} values, more than {EVENT_VALUES_MAX}"
+        ));
+    }
+    let tier = WrittenTier::from_u8(flags & 3).unwrap_or(WrittenTier::Full);
+    let encoding = Encoding::from_u8((flags >> 2) & 3)
+        .ok_or_else(|| format!("unknown payload encoding {}", (flags >> 2) & 3))?;
+    let source = if flags & HAS_SOURCE != 0 {
+        check_id(le_u32(take(&mut rest, 4, "source")?), "source")?
+    } else {
+        0
+    };
+    let event_time_ns = if flags & HAS_EVENT_TIME != 0 {
+        Some(le_u64(take(&mut rest, 8, "event time")?))
+    } else {
+        None
+    };
+    let recorded_ns = if flags & HAS_RECORDED != 0 {
+        le_u64(take(&mut rest, 8, "recorded time")?)
+    } else {
+        log_ts_ns
+    };
+    let weight = if flags & HAS_WEIGHT != 0 {
+        f64::from_bits(le_u64(take(&mut rest, 8, "weight")?))
+    } else {
+        1.0
+    };
+    let values = take(&mut rest, count * VALUE_LEN, "values")?;
+    for c in values.chunks_exact(VALUE_LEN) {
+        check_id(le_u32(c), "value name")?;
+    }
+    if encoding == Encoding::None && !rest.is_empty() {
+        return Err(format!(
+            "it says it has no payload but {} payload bytes follow",
+            rest.len()
+        ));
+    }
+    Ok(EventView {
+        kind,
+        source,
+        tier,
+        encoding,
+        event_time_ns,
+        recorded_ns,
+        weight,
+        values: Values(values),
+        payload: rest,
+    })
 }
 
 /// Aggregates of one value over a summary window.

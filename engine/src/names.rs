@@ -282,6 +282,11 @@ impl DictionaryFold {
         self.names.get(&id).map(String::as_str)
     }
 
+    /// Every entry folded so far, (id, name), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.names.iter().map(|(&id, name)| (id, name.as_str()))
+    }
+
     /// Entries folded so far.
     pub fn len(&self) -> usize {
         self.names.len()

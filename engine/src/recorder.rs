@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySen
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, Floored, SystemClock};
 use crate::codec::{
     self, AccountingRecord, Counters, DictionaryRecord, Encoding, EventRecord, IncidentRecord,
     RecoveryRecord, SummaryRecord, ValueStats, WrittenTier,
@@ -173,6 +173,8 @@ impl Config {
 struct EventMsg {
     kind: Arc<KindInfo>,
     ts_ns: u64,
+    /// Where it is counted in `Shared::stamped`: the parity of its generation.
+    generation: usize,
     source: u32,
     event_time_ns: Option<u64>,
     encoding: Encoding,
@@ -225,7 +227,8 @@ enum Msg {
 #[derive(Debug)]
 struct Shared {
     policy: Policy,
-    clock: Arc<dyn Clock>,
+    /// The configured clock read through the stamp floor: every stamp comes from here.
+    clock: Arc<Floored>,
     names: Interner,
     kinds: Kinds,
     working: Arc<WorkingMemory>,
@@ -246,10 +249,14 @@ struct Shared {
     writer: OnceLock<std::thread::Thread>,
     /// Events this session that producers are about to stamp or have stamped for the
     /// writer, less those that will never reach it (dropped after the stamp, refused,
-    /// lost to overflow). Counted before the clock is read: when it equals what the
-    /// writer received, every event stamped before the writer's last clock reading has
-    /// reached it (the watermark, [`Writer::advance_watermark`]).
-    stamped: AtomicU64,
+    /// lost to overflow), by the parity of the generation they were counted in.
+    /// Counted before the clock is read: once the count of a generation the writer
+    /// closed equals what it received of it, every event stamped before the clock
+    /// reading it closed that generation with has reached it (the watermark,
+    /// [`Writer::advance_watermark`]).
+    stamped: [AtomicU64; 2],
+    /// The generation producers count into; only the writer moves it on.
+    generation: AtomicU64,
 }
 
 /// A trigger a producer stamped, until the writer takes it.
@@ -283,6 +290,31 @@ impl Shared {
     /// Whether the recorder accepts no more events (closed, or its writer failed).
     fn stopped(&self) -> bool {
         self.failed.load(Ordering::SeqCst) || self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Counts an event about to be stamped in the current generation; returns where
+    /// (`stamped`'s index), for `uncount`.
+    ///
+    /// IMPORTANT: counted, then the generation read again: an event counted in a
+    /// generation was counted before the writer closed it (else it counts again, in
+    /// the new one), so a generation the writer closed gains no event afterwards. An
+    /// event counted after a close reads the clock after it: its stamp is no earlier
+    /// than the reading the writer closed it with (see `Writer::advance_watermark`).
+    fn count_stamp(&self) -> usize {
+        loop {
+            let generation = self.generation.load(Ordering::SeqCst);
+            let i = (generation & 1) as usize;
+            self.stamped[i].fetch_add(1, Ordering::SeqCst);
+            if self.generation.load(Ordering::SeqCst) == generation {
+                return i;
+            }
+            self.stamped[i].fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Takes back the count of an event that will never reach the writer.
+    fn uncount(&self, generation: usize) {
+        self.stamped[generation].fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Stamps a trigger and opens its post-roll; returns its stamp.
@@ -387,20 +419,22 @@ impl Recorder {
         }
         let limits = NameLimits::for_record_bytes(log.record_bytes_max());
         let (tx, rx) = crossbeam_channel::bounded(config.channel_capacity);
+        let clock = Arc::new(Floored::new(Arc::clone(&config.clock)));
         let shared = Arc::new(Shared {
             policy: config.policy.clone(),
-            clock: Arc::clone(&config.clock),
+            clock: Arc::clone(&clock),
             names: Interner::new(limits),
             kinds: Kinds::new(limits),
             working: Arc::new(WorkingMemory::journaled(
                 log.record_bytes_max()
                     .saturating_sub(crate::working::DELTA_OVERHEAD_BYTES),
-                Arc::clone(&config.clock),
+                clock,
                 notify_writer(tx.clone()),
                 config.working_queue_bytes_max,
             )),
             postroll_until_ns: AtomicU64::new(0),
-            stamped: AtomicU64::new(0),
+            stamped: [AtomicU64::new(0), AtomicU64::new(0)],
+            generation: AtomicU64::new(0),
             triggers: Mutex::new(Vec::new()),
             triggers_pending: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
@@ -424,6 +458,11 @@ impl Recorder {
             restored.last_ts_ns = last.map_or(0, |r| r.ts_ns());
             restored.any_record = true;
         }
+        // Nothing this session is stamped below what the log holds: its last stamp and
+        // its last watermark (a read bounded by that watermark looks no further).
+        shared
+            .clock
+            .raise_floor(restored.last_ts_ns.max(restored.watermark_ns));
         let mut writer = Writer::new(log, Arc::clone(&shared), &config, restored, policy_toml);
         shared.working.start_journal();
         writer.open_session(&recovery)?;
@@ -504,7 +543,7 @@ impl Recorder {
                     // never dips.
                     m.kind.overflow.fetch_add(1, Ordering::SeqCst);
                     m.kind.sent.fetch_sub(1, Ordering::SeqCst);
-                    self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
+                    self.shared.uncount(m.generation);
                     if m.kind.class.trigger {
                         // The writer will never see it: its post-roll still holds.
                         self.shared.trigger_lost(m.ts_ns);
@@ -523,7 +562,7 @@ impl Recorder {
     fn unsend(&self, msg: &Msg) {
         if let Msg::Event(m) | Msg::Evidence(m, _) = msg {
             m.kind.sent.fetch_sub(1, Ordering::SeqCst);
-            self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
+            self.shared.uncount(m.generation);
             if m.kind.class.trigger {
                 self.shared.trigger_withdrawn(m.ts_ns);
             }
@@ -592,7 +631,7 @@ impl Recorder {
         }
         // IMPORTANT: counted before the clock is read (see `Shared::stamped`); every
         // path below that does not hand the event to the writer takes it back.
-        self.shared.stamped.fetch_add(1, Ordering::SeqCst);
+        let generation = self.shared.count_stamp();
         let ts_ns = if class.trigger
             && let Some(incident) = self.shared.policy.incident()
         {
@@ -614,7 +653,7 @@ impl Recorder {
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 );
-                self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
+                self.shared.uncount(generation);
                 return self.count_dropped(kind);
             }
         }
@@ -624,7 +663,7 @@ impl Recorder {
         kind.sent.fetch_add(1, Ordering::SeqCst);
         if self.shared.stopped() {
             kind.sent.fetch_sub(1, Ordering::SeqCst);
-            self.shared.stamped.fetch_sub(1, Ordering::SeqCst);
+            self.shared.uncount(generation);
             if class.trigger {
                 self.shared.trigger_withdrawn(ts_ns);
             }
@@ -635,6 +674,7 @@ impl Recorder {
         let msg = EventMsg {
             kind,
             ts_ns,
+            generation,
             source,
             event_time_ns: event.event_time_ns,
             encoding: event.encoding,
@@ -963,6 +1003,8 @@ struct Restored {
     working: BTreeMap<String, serde_json::Value>,
     /// Whether the log holds any record.
     any_record: bool,
+    /// The largest watermark of the accounting records read (0: none).
+    watermark_ns: u64,
 }
 
 /// Restores the dictionary, the accounting totals and the working memory from the log,
@@ -1016,6 +1058,12 @@ fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restore
                     seg_dict.push((seq, e.0.to_native(), e.1.as_str().to_owned()));
                 }
             } else if t == codec::ACCOUNTING && !accounting_done {
+                // A segment this reads back to holds a snapshot or is the first: the
+                // last watermark written is among these records (a snapshot carries
+                // the watermark of the record it was taken with).
+                if let Some(w) = codec::accounting_watermark_ns(r.payload()) {
+                    restored.watermark_ns = restored.watermark_ns.max(w);
+                }
                 if codec::is_accounting_snapshot(r.payload()) == Some(true) {
                     // It holds the fold of the records before it: start from it.
                     seg_accounting.clear();
@@ -1212,15 +1260,23 @@ struct Writer {
     policy_toml: Vec<u8>,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
-    /// Encoded records of the current batch: (type, ts, range in `arena`).
-    out: Vec<(RecordType, u64, std::ops::Range<usize>)>,
+    /// Encoded records of the current batch: (type, ts, range in `arena`, tag for the
+    /// log's tag index: an event's kind id, 0 for other records).
+    out: Vec<(RecordType, u64, std::ops::Range<usize>, u32)>,
     arena: rkyv::util::AlignedVec,
     /// The kinds of the kept events among `out`: lost if their append fails.
     out_kept: Vec<u32>,
     /// Whether records were appended since the durability mode was last applied.
     dirty: bool,
-    /// Events received from producers this session (`record` and `record_evidence`).
-    received: u64,
+    /// Events received from producers this session (`record` and `record_evidence`), by
+    /// the parity of the generation they were counted in (`Shared::stamped`).
+    received: [u64; 2],
+    /// The generation producers count into (`Shared::generation`, which only the
+    /// writer moves on).
+    generation: u64,
+    /// The generation the writer closed and the clock reading it closed it with, while
+    /// events counted in it are still on their way.
+    closing: Option<(u64, u64)>,
     /// Whether what a failure cost was moved to `lost`.
     failure_accounted: bool,
     /// The working memory as the log holds it so far: the last checkpoint with every
@@ -1233,6 +1289,11 @@ struct Writer {
     /// The watermark: every event stamped before it is in the log before the next
     /// record written (0: none established yet). Written in every accounting record.
     watermark_ns: u64,
+    /// The watermark the last accounting record carried: one is due when it moved.
+    accounted_watermark_ns: u64,
+    /// The log's next seq after the last accounting record: a watermark that moved while
+    /// nothing else was written needs no record (a reader reaches the log's end there).
+    accounted_next_seq: u64,
 }
 
 /// A post-roll window of the triggers taken: `[start_ns, end_ns)`.
@@ -1311,7 +1372,9 @@ impl Writer {
             arena: rkyv::util::AlignedVec::new(),
             out_kept: Vec::new(),
             dirty: false,
-            received: 0,
+            received: [0, 0],
+            generation: 0,
+            closing: None,
             failure_accounted: false,
             logged: restored
                 .working
@@ -1320,7 +1383,10 @@ impl Writer {
                 .map(|(k, v)| (k, serde_json::to_string(&v).unwrap_or_default()))
                 .collect(),
             reset_working,
-            watermark_ns: 0,
+            // Still true: this session stamps nothing below it (`Floored`).
+            watermark_ns: restored.watermark_ns,
+            accounted_watermark_ns: restored.watermark_ns,
+            accounted_next_seq: 0,
             shared,
         }
     }
@@ -1331,40 +1397,26 @@ impl Writer {
     /// the restored totals. When the active segment holds no record yet (recovery
     /// created it after a crash during a roll), the totals follow the dictionary as a
     /// snapshot too: the segment then opens with the whole preamble, as every other.
+    /// A recovery record (a torn tail was cut) is the session's first record, but in
+    /// such an empty segment, where it follows the preamble (and the policy).
     fn open_session(&mut self, recovery: &Recovery) -> Result<()> {
         let segment_empty = self.log.active_segment_first_seq() == self.log.next_seq();
         // One reading serves the session's first records.
         let now = self.shared.clock.now_ns();
-        if recovery.torn_bytes_cut > 0 {
-            // Stamped with the log's last stamp: the cut happened after it.
-            let at = self.last_stamp_ns;
-            let record = RecoveryRecord {
-                first_lost_seq: recovery.first_lost_seq.map_or(0, |s| s.0),
-                torn_bytes: recovery.torn_bytes_cut,
-                segment: recovery
-                    .torn_segment
-                    .as_ref()
-                    .and_then(|p| p.file_name())
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                detail: recovery.torn_detail.clone().unwrap_or_default(),
-            };
-            self.emit_encoded(codec::RECOVERY, at, &record);
-        }
-        if self.reset_working {
-            // The memory starts empty although the log holds one: say so, or readers
-            // would fold this session's changes into the last session's memory. Stamped
-            // with the time of the open (`emit_raw` keeps it no earlier than the log's
-            // last stamp): at the last session's last stamp its memory still held.
-            self.emit_raw(codec::CHECKPOINT, now, b"{}");
-        }
         let all = self.shared.names.all();
+        // IMPORTANT: an empty segment opens with its preamble (readers and `restore`
+        // look for the dictionary at a segment's first record), so nothing goes before
+        // it there.
+        let preamble_first = segment_empty;
+        if !preamble_first {
+            self.emit_recovery(recovery);
+        }
         if !all.is_empty() {
             self.emit_dictionary(all, now);
             if self.base.iter().any(|c| *c != Counters::default()) {
                 let snapshot = AccountingRecord {
                     snapshot: true,
-                    watermark_ns: 0,
+                    watermark_ns: self.watermark_ns,
                     kinds: nonzero(&self.base),
                 };
                 self.preamble_accounting = Some(codec::encode_to_vec(&snapshot));
@@ -1380,9 +1432,40 @@ impl Writer {
         self.emit_raw(codec::POLICY, now, &policy);
         self.policy_toml = policy;
         self.preamble_stale = true;
+        if preamble_first {
+            self.emit_recovery(recovery);
+        }
+        if self.reset_working {
+            // The memory starts empty although the log holds one: say so, or readers
+            // would fold this session's changes into the last session's memory. Stamped
+            // with the time of the open (`emit_raw` keeps it no earlier than the log's
+            // last stamp): at the last session's last stamp its memory still held.
+            self.emit_raw(codec::CHECKPOINT, now, b"{}");
+        }
         self.flush_out()?;
         self.end_batch()?;
         Ok(())
+    }
+
+    /// Queues the recovery record of a torn tail cut at open, if one was cut.
+    fn emit_recovery(&mut self, recovery: &Recovery) {
+        if recovery.torn_bytes_cut == 0 {
+            return;
+        }
+        // Stamped with the log's last stamp: the cut happened after it.
+        let at = self.last_stamp_ns;
+        let record = RecoveryRecord {
+            first_lost_seq: recovery.first_lost_seq.map_or(0, |s| s.0),
+            torn_bytes: recovery.torn_bytes_cut,
+            segment: recovery
+                .torn_segment
+                .as_ref()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            detail: recovery.torn_detail.clone().unwrap_or_default(),
+        };
+        self.emit_encoded(codec::RECOVERY, at, &record);
     }
 
     fn run(mut self, rx: Receiver<Msg>) {
@@ -1522,7 +1605,7 @@ impl Writer {
     fn handle(&mut self, msg: Msg, waiting: &mut Waiting) -> Result<()> {
         match msg {
             Msg::Event(e) => {
-                self.received += 1;
+                self.received[e.generation] += 1;
                 self.name(&e);
                 self.on_event(e)?;
             }
@@ -1549,7 +1632,7 @@ impl Writer {
                 }
             }
             Msg::Evidence(e, reply) => {
-                self.received += 1;
+                self.received[e.generation] += 1;
                 self.name(&e);
                 self.evict_ring(e.ts_ns);
                 // Evidence of a failure is a failure all the same: it triggers.
@@ -1600,7 +1683,7 @@ impl Writer {
     /// before it sends), so the last record accounts every event `record` accepted.
     fn drain_before_close(&mut self, rx: &Receiver<Msg>, waiting: &mut Waiting) -> Result<()> {
         loop {
-            if self.received >= self.shared.kinds.sent_total() {
+            if self.received.iter().sum::<u64>() >= self.shared.kinds.sent_total() {
                 return Ok(());
             }
             match rx.try_recv() {
@@ -1619,11 +1702,11 @@ impl Writer {
         for msg in msgs {
             match msg {
                 Msg::Event(e) => {
-                    self.received += 1;
+                    self.received[e.generation] += 1;
                     self.counts(e.kind.id).lost += 1;
                 }
                 Msg::Evidence(e, r) => {
-                    self.received += 1;
+                    self.received[e.generation] += 1;
                     self.counts(e.kind.id).lost += 1;
                     let _ = r.send(Err(self.shared.failure()));
                 }
@@ -1753,25 +1836,71 @@ impl Writer {
         Ok(self.log.sync()?)
     }
 
-    /// Raises the watermark at the end of a batch. The clock is read first (`now`, read
-    /// by the caller before this call), then the producers' `stamped` count: if the writer has received that many events, every
-    /// event stamped before the clock reading has reached it (one not counted yet is
-    /// counted after the load, so it reads the clock after this reading). What reached
-    /// it is in the log by the next record written, but for the events the pre-roll
-    /// ring holds, which an incident may still write (with `ring`): the watermark is
-    /// the clock reading or the oldest of those, the largest so far. Under a burst that
-    /// never lets the counts meet, it stays where it was: a reader then reads further,
-    /// never less.
+    /// Raises the watermark at the end of a batch, `now` being the clock reading the
+    /// caller took for it (no events of this batch are pending after it).
+    ///
+    /// Producers count each event in the current generation before they read the clock
+    /// (`Shared::count_stamp`). The writer closes a generation with a clock reading: it
+    /// raises the stamp floor to the reading, then moves the generation on, so an event
+    /// counted in a later generation is stamped no earlier than the reading, whatever
+    /// the clock does. Once it has received every event counted in the closed
+    /// generation, every event stamped before that reading has reached it, and it
+    /// closes the next generation (at most one is closing at a time, so the events of
+    /// earlier ones were all received before). Under load that never pauses, producers
+    /// count into the new generation while the old one drains: the watermark trails the
+    /// clock by about a batch or two instead of standing still.
+    ///
+    /// What reached the writer is in the log by the next record written, but for the
+    /// events the pre-roll ring holds, which an incident may still write (with `ring`):
+    /// the watermark is the reading or the oldest of those, the largest so far.
     fn advance_watermark(&mut self, ring: bool, now: u64) {
-        if self.shared.stamped.load(Ordering::SeqCst) != self.received {
-            return;
+        if let Some((generation, at)) = self.closing
+            && self.drained(generation)
+        {
+            self.closing = None;
+            self.settle_watermark(ring, at);
+        }
+        if self.closing.is_none() {
+            // IMPORTANT: the floor first, then the generation (see `count_stamp`).
+            self.shared.clock.raise_floor(now);
+            let closed = self.generation;
+            self.generation += 1;
+            self.shared
+                .generation
+                .store(self.generation, Ordering::SeqCst);
+            self.closing = Some((closed, now));
+            // Quiet producers: the generation may have drained already.
+            if self.drained(closed) {
+                self.closing = None;
+                self.settle_watermark(ring, now);
+            }
+        }
+    }
+
+    /// Whether every event counted in `generation` (closed) has reached the writer.
+    /// The count of a parity holds that generation's and the drained ones' before it.
+    fn drained(&self, generation: u64) -> bool {
+        let i = (generation & 1) as usize;
+        self.shared.stamped[i].load(Ordering::SeqCst) == self.received[i]
+    }
+
+    /// Every event stamped before `at` has reached the writer: the watermark moves to
+    /// `at`, or to the oldest event the ring holds (with `ring`). The ring first drops
+    /// what no incident can write any more: a trigger yet to reach the writer is
+    /// stamped at `at` or later, so its pre-roll starts no earlier than `at` less the
+    /// pre-roll's length; what is older would otherwise hold the watermark back for
+    /// good when no later event comes to push it out (`evict_ring`).
+    fn settle_watermark(&mut self, ring: bool, at: u64) {
+        if ring && let Some(incident) = &self.incident {
+            let horizon = at.saturating_sub(incident.preroll_ns);
+            self.evict_ring_before(horizon);
         }
         let held = if ring {
             self.ring_min.front().map(|&(ts, _)| ts)
         } else {
             None
         };
-        let w = held.map_or(now, |h| h.min(now));
+        let w = held.map_or(at, |h| h.min(at));
         self.watermark_ns = self.watermark_ns.max(w);
     }
 
@@ -1818,7 +1947,8 @@ impl Writer {
             for chunk in crate::delta::encode(&sets, &dels, self.log.record_bytes_max()) {
                 let start = self.arena.len();
                 self.arena.extend_from_slice(&chunk);
-                self.out.push((codec::WORKING, at, start..self.arena.len()));
+                self.out
+                    .push((codec::WORKING, at, start..self.arena.len(), 0));
             }
             for key in dels {
                 self.logged.remove(&key);
@@ -2056,6 +2186,34 @@ impl Writer {
         Some(e)
     }
 
+    /// Drops every ring event stamped before `horizon_ns`, wherever it is in the ring
+    /// (an event may reach the writer behind a later one).
+    fn evict_ring_before(&mut self, horizon_ns: u64) {
+        while self.ring.front().is_some_and(|e| e.msg.ts_ns < horizon_ns) {
+            self.ring_pop_front();
+        }
+        if self
+            .ring_min
+            .front()
+            .is_none_or(|&(ts, _)| ts >= horizon_ns)
+        {
+            return;
+        }
+        // An older one behind the front: rebuild the ring without them (rare: events
+        // reach the writer nearly in stamp order).
+        let kept: VecDeque<RingEntry> = std::mem::take(&mut self.ring)
+            .into_iter()
+            .filter(|e| e.msg.ts_ns >= horizon_ns)
+            .collect();
+        self.ring_min.clear();
+        self.ring_bytes = 0;
+        for e in &kept {
+            self.ring_bytes += e.msg.size_bytes();
+            push_min(&mut self.ring_min, e.msg.ts_ns, e.id);
+        }
+        self.ring = kept;
+    }
+
     /// Drops ring events older than the pre-roll window of an event stamped `now_ns`.
     /// Not while a trigger is pending: an event stamped after that trigger, reaching
     /// the writer first, must not push the trigger's own pre-roll out.
@@ -2152,9 +2310,10 @@ impl Writer {
         for key in ended {
             self.close_window(key, at);
         }
-        // The ring is not evicted by the clock here: events still queued behind this
-        // batch, a trigger among them, may be older than `now`; each event evicts by its
-        // own time (`on_event`) and the byte bound caps the memory.
+        // The ring is not evicted by `now` here: events still queued behind this batch,
+        // a trigger among them, may be older than `now`. Each event evicts by its own
+        // time (`on_event`), the watermark by a reading every event before which has
+        // arrived (`settle_watermark`), and the byte bound caps the memory.
         if now >= self.next_accounting_ns {
             self.emit_accounting(at, false)?;
             self.next_accounting_ns = now.saturating_add(self.accounting_interval_ns);
@@ -2257,7 +2416,8 @@ impl Writer {
     }
 
     /// Writes an accounting record of the kinds whose totals changed since the last one
-    /// (none is written when nothing changed, unless `always`), after naming every kind
+    /// (none is written when neither they nor the watermark changed, unless `always`:
+    /// readers learn of a watermark from these records), after naming every kind
     /// still pending (drop-tier kinds never reach the writer otherwise). The segment
     /// preamble's snapshot becomes the whole of these totals before the record is
     /// appended, so a segment that opens from then on starts from them.
@@ -2267,7 +2427,12 @@ impl Writer {
             .into_iter()
             .filter(|&(k, c)| self.accounted.get(k as usize) != Some(&c))
             .collect();
-        if changed.is_empty() && !always {
+        let written_since =
+            !self.out.is_empty() || self.log.next_seq().0 != self.accounted_next_seq;
+        if changed.is_empty()
+            && !always
+            && (self.watermark_ns == self.accounted_watermark_ns || !written_since)
+        {
             return Ok(());
         }
         let pending = self.shared.names.take_pending();
@@ -2294,6 +2459,8 @@ impl Writer {
         );
         self.flush_out()?;
         self.accounted = totals;
+        self.accounted_watermark_ns = self.watermark_ns;
+        self.accounted_next_seq = self.log.next_seq().0;
         Ok(())
     }
 
@@ -2361,7 +2528,13 @@ impl Writer {
             payload: std::mem::take(&mut msg.payload),
             values: std::mem::take(&mut msg.values),
         };
-        self.emit_encoded(codec::EVENT, msg.ts_ns, &record);
+        // Encoded straight into the batch buffer, without the padding rkyv archives
+        // need: an event record is read with byte copies, at any alignment.
+        let at = self.stamp(msg.ts_ns);
+        let start = self.arena.len();
+        record.encode_with(at, |b| self.arena.extend_from_slice(b));
+        self.out
+            .push((codec::EVENT, at, start..self.arena.len(), record.kind));
     }
 
     /// Queues a record encoded straight into the batch buffer, stamped no earlier than
@@ -2369,7 +2542,7 @@ impl Writer {
     fn emit_encoded<T: codec::Encode>(&mut self, t: RecordType, ts_ns: u64, value: &T) {
         let at = self.stamp(ts_ns);
         let range = codec::encode_append(value, &mut self.arena);
-        self.out.push((t, at, range));
+        self.out.push((t, at, range, 0));
     }
 
     /// Queues a record, stamped no earlier than anything before it.
@@ -2377,7 +2550,7 @@ impl Writer {
         let at = self.stamp(ts_ns);
         let start = self.arena.len();
         self.arena.extend_from_slice(bytes);
-        self.out.push((t, at, start..self.arena.len()));
+        self.out.push((t, at, start..self.arena.len(), 0));
     }
 
     /// Appends the batch's encoded records; returns the last seq. On an error nothing
@@ -2394,7 +2567,9 @@ impl Writer {
         let records: Vec<Record<'_>> = self
             .out
             .iter()
-            .map(|(t, ts, range)| Record::new(*t, *ts, &self.arena[range.clone()]))
+            .map(|(t, ts, range, tag)| {
+                Record::new(*t, *ts, &self.arena[range.clone()]).with_tag(*tag)
+            })
             .collect();
         let last = self.log.append_batch(&records)?;
         self.dirty = true;

@@ -249,6 +249,9 @@ fn a_preroll_drop_rule_writes_its_last_seconds_only_when_triggered() {
     assert!(c.balanced());
 
     // With a trigger at 4.9 s: the events of [2.9 s, 4.9 s] are written as pre-roll.
+    // The clock starts again at t0 before this recorder reads it: one that went back
+    // after it read 4.9 s would stamp at that floor (never below a watermark).
+    clock.set_ns(t0);
     let loud = tempfile::tempdir().unwrap();
     let rec = Recorder::open(loud.path(), config()).unwrap();
     for i in 0..50u64 {

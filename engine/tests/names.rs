@@ -105,7 +105,7 @@ fn a_name_past_the_limit_is_refused_and_the_log_stays_writable_and_reopens() {
     assert_eq!(accepted.len(), 65);
     // The recorder goes on: known kinds record, and enough of them roll segments, so
     // segments open with the preamble.
-    for i in 0..400 {
+    for i in 0..1200 {
         let kind = &accepted[i % accepted.len()];
         rec.record(&Event::new(kind).json(&format!("{{\"i\":{i}}}")))
             .unwrap();

@@ -107,3 +107,72 @@ fn a_recorder_opened_on_a_torn_log_keeps_a_record_of_what_it_cut() {
     rec.close().unwrap();
     assert_eq!(recoveries(dir.path()).len(), 1);
 }
+
+/// Guards the order of a new segment's records when the torn tail cut at open left the
+/// active segment empty (a crash right after a roll created it, its header half
+/// written): the segment must open with its preamble (the dictionary, then the
+/// accounting snapshot, the policy), as every segment does, and the recovery record
+/// follows it. It used to come first, so the segment opened without its preamble.
+#[test]
+fn a_recovery_record_in_an_empty_new_segment_follows_the_preamble() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let small = || {
+        config(&clock)
+            .log_options(blackbox::log::LogOptions::new().segment_bytes_max(4096))
+            .accounting_interval_ns(SEC)
+    };
+    let rec = Recorder::open(dir.path(), small()).unwrap();
+    for i in 0..200u64 {
+        clock.set_ns(T0 + i * SEC);
+        rec.record(&Event::new("cmd.move").json(&format!("\"{i:0>64}\"")))
+            .unwrap();
+        // Accounting records, so the preamble holds a snapshot of the totals.
+        rec.sync().unwrap();
+    }
+    rec.close().unwrap();
+    let segments = blackbox::log::list_segments(dir.path()).unwrap();
+    assert!(segments.len() >= 2, "the log rolled: {segments:?}");
+    // The crash: the last segment was just created and only 10 bytes of its header
+    // reached the disk (the segments before it are sealed).
+    let last = segments.last().unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&last.path)
+        .unwrap();
+    file.set_len(10).unwrap();
+    drop(file);
+
+    let rec = Recorder::open(dir.path(), small()).unwrap();
+    assert_eq!(rec.recovery().torn_bytes_cut, 10);
+    rec.record(&Event::new("cmd.move").json("\"after\""))
+        .unwrap();
+    rec.close().unwrap();
+
+    // The records of the segment that was empty, by type tag, read alone from its start.
+    let first_seq = last.first_seq;
+    let types: Vec<u16> = LogReader::open(dir.path())
+        .unwrap()
+        .records(Seq(first_seq)..)
+        .unwrap()
+        .map(|r| r.unwrap().record_type().0)
+        .take(4)
+        .collect();
+    let (dictionary, accounting, policy, recovery) = (
+        blackbox::codec::DICTIONARY.0,
+        blackbox::codec::ACCOUNTING.0,
+        blackbox::codec::POLICY.0,
+        blackbox::codec::RECOVERY.0,
+    );
+    assert_eq!(
+        types,
+        [dictionary, accounting, policy, recovery],
+        "the segment opens with its preamble (dictionary, snapshot, policy), then the recovery record"
+    );
+    assert_eq!(recoveries(dir.path()).len(), 1);
+    // And it reopens, its names restored.
+    let rec = Recorder::open(dir.path(), small()).unwrap();
+    let stats = rec.stats().unwrap();
+    assert!(stats.contains_key("cmd.move"), "{stats:?}");
+    rec.close().unwrap();
+}

@@ -174,10 +174,10 @@ impl Error {
     /// table), which dropping and rebuilding it from the log repairs. A view that is
     /// locked or that the operating system refuses to read is not damaged.
     pub fn is_damaged_view(&self) -> bool {
-        matches!(
-            self,
+        match self {
             Error::View {
-                source: fjall::Error::JournalRecovery(_)
+                source:
+                    fjall::Error::JournalRecovery(_)
                     | fjall::Error::InvalidVersion(_)
                     | fjall::Error::Decompress(_)
                     | fjall::Error::InvalidTrailer
@@ -185,8 +185,18 @@ impl Error {
                     | fjall::Error::Unrecoverable
                     | fjall::Error::Storage(_),
                 ..
-            }
-        )
+            } => true,
+            // fjall's recovery after a kill part-way through creating a journal file can
+            // meet the file it was creating ("File exists"): the view is a cache, rebuilt
+            // from the log. Not when the view's own directory cannot be made (a file in
+            // its place is the user's, not the view's).
+            Error::View {
+                op,
+                source: fjall::Error::Io(e),
+                ..
+            } => *op != "create" && e.kind() == std::io::ErrorKind::AlreadyExists,
+            _ => false,
+        }
     }
 }
 
@@ -267,5 +277,20 @@ mod tests {
             !text.contains("FjallError") && !text.contains("Poisoned"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_file_fjall_meets_again_while_opening_is_a_damaged_view_and_a_full_disk_is_not() {
+        let view = |op, kind: std::io::ErrorKind| Error::View {
+            op,
+            path: PathBuf::from("/flight/kb"),
+            source: fjall::Error::Io(std::io::Error::from(kind)),
+        };
+        assert!(view("open", std::io::ErrorKind::AlreadyExists).is_damaged_view());
+        assert!(view("open a keyspace of", std::io::ErrorKind::AlreadyExists).is_damaged_view());
+        // The view's directory cannot be made: something of the user's is in its place.
+        assert!(!view("create", std::io::ErrorKind::AlreadyExists).is_damaged_view());
+        assert!(!view("open", std::io::ErrorKind::StorageFull).is_damaged_view());
+        assert!(!view("open", std::io::ErrorKind::PermissionDenied).is_damaged_view());
     }
 }

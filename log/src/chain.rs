@@ -26,6 +26,8 @@ pub const GENESIS_LINK: Link = [0u8; 32];
 const UNKEYED_CONTEXT: &str = "blackbox-log 2026-11-30 chain link, unkeyed";
 const KEYED_CONTEXT: &str = "blackbox-log 2026-11-30 chain link, keyed";
 const KEY_ID_CONTEXT: &str = "blackbox-log 2026-11-30 key id";
+const TAG_UNKEYED_CONTEXT: &str = "blackbox-log 2026-12-01 tag index, unkeyed";
+const TAG_KEYED_CONTEXT: &str = "blackbox-log 2026-12-01 tag index, keyed";
 
 /// A secret 32-byte key mixed into every chain link.
 ///
@@ -56,6 +58,7 @@ impl fmt::Debug for ChainKey {
 #[derive(Clone)]
 pub(crate) struct Chainer {
     hash_key: [u8; 32],
+    tag_key: [u8; 32],
 }
 
 impl fmt::Debug for Chainer {
@@ -66,11 +69,23 @@ impl fmt::Debug for Chainer {
 
 impl Chainer {
     pub(crate) fn new(key: Option<&ChainKey>) -> Chainer {
-        let hash_key = match key {
-            Some(k) => blake3::derive_key(KEYED_CONTEXT, &k.0),
-            None => blake3::derive_key(UNKEYED_CONTEXT, &[]),
+        let (hash_key, tag_key) = match key {
+            Some(k) => (
+                blake3::derive_key(KEYED_CONTEXT, &k.0),
+                blake3::derive_key(TAG_KEYED_CONTEXT, &k.0),
+            ),
+            None => (
+                blake3::derive_key(UNKEYED_CONTEXT, &[]),
+                blake3::derive_key(TAG_UNKEYED_CONTEXT, &[]),
+            ),
         };
-        Chainer { hash_key }
+        Chainer { hash_key, tag_key }
+    }
+
+    /// The authenticator of a sealed segment's tag index
+    /// ([`Footer::tag_mac_message`](crate::format::Footer::tag_mac_message)).
+    pub(crate) fn tag_mac(&self, message: &[u8]) -> Link {
+        *blake3::keyed_hash(&self.tag_key, message).as_bytes()
     }
 
     /// The link of a block with these frames and metadata following `prev`.

@@ -32,13 +32,14 @@ pub enum Error {
         /// Why it is not a log (the first foreign entry, a bad magic number, ...).
         reason: String,
     },
-    /// A segment was written by a newer format version than this build understands.
+    /// A segment was written in a format version this build does not read: a newer
+    /// one, or an older one (this build reads its own version only).
     UnsupportedVersion {
         /// The segment file.
         segment: PathBuf,
         /// The version found in its header.
         found: u32,
-        /// The newest version this build reads.
+        /// The version this build reads.
         supported: u32,
     },
     /// Another writer holds the directory's lock file.
@@ -260,9 +261,18 @@ impl fmt::Display for Error {
                 segment,
                 found,
                 supported,
+            } if found > supported => write!(
+                f,
+                "segment {} has format version {found}, newer than the version {supported} this build reads",
+                segment.display()
+            ),
+            Error::UnsupportedVersion {
+                segment,
+                found,
+                supported,
             } => write!(
                 f,
-                "segment {} has format version {found}; this build reads up to {supported}",
+                "segment {} has format version {found}, older than the version {supported} this build reads; read it with the build that wrote it",
                 segment.display()
             ),
             Error::Locked { dir, holder_pid } => match holder_pid {

@@ -12,8 +12,8 @@ pub const ALIGN: usize = 8;
 
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"BBOXSEG\0";
-/// The newest format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes, and the only one it reads.
+pub const FORMAT_VERSION: u32 = 2;
 /// Length of the segment header in bytes.
 pub const SEGMENT_HEADER_LEN: usize = 96;
 /// Segment header flag: the chain mixes in a secret key.
@@ -54,12 +54,29 @@ pub const MAX_BLOCK_FRAMES_BYTES: usize = FRAME_HEADER_LEN + MAX_RECORD_BYTES_LI
 /// under [`MAX_FOOTER_BODY_BYTES`].
 pub const MAX_FOOTER_INDEX_ENTRIES: usize = 1 << 20;
 
-/// Largest footer body: the fixed part, a count for each of the 65 536 record types and
-/// [`MAX_FOOTER_INDEX_ENTRIES`] index entries (about 57 MiB). A reader refuses a longer
-/// one before it allocates or reads anything for it.
+/// Length of one tag-index entry in the footer.
+pub const FOOTER_TAG_ENTRY_LEN: usize = 16;
+/// Most blocks a footer's tag index describes: the writer stops describing blocks there.
+pub const MAX_FOOTER_TAG_ENTRIES: usize = 1 << 20;
+/// Most tags a footer's tag index lists, all blocks together: the writer stops
+/// describing blocks there.
+pub const MAX_FOOTER_TAGS: usize = 1 << 22;
+/// Most distinct tags the tag index lists for one block: a block with more is not
+/// described (a read never skips it).
+pub const MAX_BLOCK_TAGS: usize = 64;
+/// Length of the tag index's authenticator.
+pub const FOOTER_TAG_MAC_LEN: usize = 32;
+
+/// Largest footer body: the fixed part, a count for each of the 65 536 record types,
+/// [`MAX_FOOTER_INDEX_ENTRIES`] index entries and the largest tag index (about 90 MiB).
+/// A reader refuses a longer one before it allocates or reads anything for it.
 pub const MAX_FOOTER_BODY_BYTES: usize = FOOTER_FIXED_LEN
     + (u16::MAX as usize + 1) * FOOTER_TYPE_ENTRY_LEN
-    + MAX_FOOTER_INDEX_ENTRIES * FOOTER_INDEX_ENTRY_LEN;
+    + MAX_FOOTER_INDEX_ENTRIES * FOOTER_INDEX_ENTRY_LEN
+    + 8
+    + MAX_FOOTER_TAG_ENTRIES * FOOTER_TAG_ENTRY_LEN
+    + MAX_FOOTER_TAGS * 4
+    + FOOTER_TAG_MAC_LEN;
 
 const _: () = assert!(SEGMENT_HEADER_LEN.is_multiple_of(ALIGN));
 const _: () = assert!(BLOCK_HEADER_LEN.is_multiple_of(ALIGN));
@@ -412,6 +429,11 @@ pub struct IndexEntry {
 /// 92..96  number of index entries I (u32)
 /// 96..    T × { record type u16, zero u16, zero u32, count u64 }
 ///         I × { first seq u64, first ts u64, offset u64, previous link [32] }
+///         tag index:
+///         K (u32), N (u32)
+///         K × { first seq u64, count u32, tags n u32 }, sorted by first seq
+///         N × tag u32 (each block's n tags, ascending), zeros to a multiple of 8
+///         authenticator [32]: keyed blake3 over bytes 0..88 and the tag index
 /// trailer (last 16 bytes of the file):
 ///  0..4   footer body length (u32)
 ///  4..8   crc32c of the footer body
@@ -437,14 +459,36 @@ pub struct Footer {
     pub type_counts: Vec<(u16, u64)>,
     /// Sparse index, sorted by seq.
     pub index: Vec<IndexEntry>,
+    /// Tag index: the tags of the blocks the writer described, sorted by seq.
+    pub tags: Vec<BlockTags>,
+    /// The tag index's authenticator (see [`Footer::tag_mac_message`]).
+    pub tag_mac: Link,
+}
+
+/// One entry of a sealed segment's tag index: the distinct tags of a block's records.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BlockTags {
+    /// First seq of the block.
+    pub first_seq: u64,
+    /// Records in the block.
+    pub count: u32,
+    /// The distinct tags of its records, ascending; 0 stands for untagged records.
+    pub tags: Vec<u32>,
+}
+
+fn tag_padding(n_tags: usize) -> usize {
+    (n_tags * 4).next_multiple_of(ALIGN) - n_tags * 4
 }
 
 impl Footer {
     /// Encodes the footer body and trailer.
     pub fn encode(&self) -> Vec<u8> {
+        let tags = self.tag_section();
         let body_len = FOOTER_FIXED_LEN
             + self.type_counts.len() * FOOTER_TYPE_ENTRY_LEN
-            + self.index.len() * FOOTER_INDEX_ENTRY_LEN;
+            + self.index.len() * FOOTER_INDEX_ENTRY_LEN
+            + tags.len()
+            + FOOTER_TAG_MAC_LEN;
         let mut b = Vec::with_capacity(body_len + TRAILER_LEN);
         b.extend_from_slice(&FOOTER_MAGIC);
         for x in [
@@ -471,11 +515,53 @@ impl Footer {
             b.extend_from_slice(&e.offset.to_le_bytes());
             b.extend_from_slice(&e.prev_link);
         }
+        b.extend_from_slice(&tags);
+        b.extend_from_slice(&self.tag_mac);
         debug_assert_eq!(b.len(), body_len);
         let crc = crc32c::crc32c(&b);
         b.extend_from_slice(&len_u32(body_len).to_le_bytes());
         b.extend_from_slice(&crc.to_le_bytes());
         b.extend_from_slice(&TRAILER_MAGIC);
+        b
+    }
+
+    /// The tag index as stored: K, N, the entries, the tags and their padding.
+    fn tag_section(&self) -> Vec<u8> {
+        let n: usize = self.tags.iter().map(|t| t.tags.len()).sum();
+        let mut b = Vec::with_capacity(8 + self.tags.len() * FOOTER_TAG_ENTRY_LEN + n * 4 + 8);
+        b.extend_from_slice(&len_u32(self.tags.len()).to_le_bytes());
+        b.extend_from_slice(&len_u32(n).to_le_bytes());
+        for t in &self.tags {
+            b.extend_from_slice(&t.first_seq.to_le_bytes());
+            b.extend_from_slice(&t.count.to_le_bytes());
+            b.extend_from_slice(&len_u32(t.tags.len()).to_le_bytes());
+        }
+        for t in &self.tags {
+            for tag in &t.tags {
+                b.extend_from_slice(&tag.to_le_bytes());
+            }
+        }
+        b.resize(b.len() + tag_padding(n), 0);
+        b
+    }
+
+    /// What the tag index's authenticator covers: footer bytes 0..88 (counts, seqs,
+    /// times, last link), then the tag index as stored (without the authenticator).
+    pub fn tag_mac_message(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(88);
+        b.extend_from_slice(&FOOTER_MAGIC);
+        for x in [
+            self.record_count,
+            self.block_count,
+            self.first_seq,
+            self.last_seq,
+            self.first_ts,
+            self.last_ts,
+        ] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        b.extend_from_slice(&self.last_link);
+        b.extend_from_slice(&self.tag_section());
         b
     }
 
@@ -509,16 +595,38 @@ impl Footer {
         let types_n = u32_at(body, 88) as usize;
         let index_n = u32_at(body, 92) as usize;
         // Bound the counts by the body length before allocating anything.
-        let expected = types_n
+        let tags_at = types_n
             .checked_mul(FOOTER_TYPE_ENTRY_LEN)
             .and_then(|t| index_n.checked_mul(FOOTER_INDEX_ENTRY_LEN).map(|i| (t, i)))
             .and_then(|(t, i)| t.checked_add(i))
-            .and_then(|x| x.checked_add(FOOTER_FIXED_LEN));
-        if expected != Some(body.len()) {
+            .and_then(|x| x.checked_add(FOOTER_FIXED_LEN))
+            .filter(|&x| x.checked_add(8).is_some_and(|x| x <= body.len()));
+        let Some(tags_at) = tags_at else {
             return Err(format!(
-                "footer of {} bytes cannot hold {types_n} type counts and {index_n} index entries",
+                "footer of {} bytes cannot hold {types_n} type counts, {index_n} index entries and a tag index",
                 body.len()
             ));
+        };
+        let blocks_n = u32_at(body, tags_at) as usize;
+        let tags_n = u32_at(body, tags_at + 4) as usize;
+        if blocks_n > MAX_FOOTER_TAG_ENTRIES || tags_n > MAX_FOOTER_TAGS {
+            return Err(format!(
+                "footer's tag index claims {blocks_n} blocks and {tags_n} tags, more than the format's {MAX_FOOTER_TAG_ENTRIES} and {MAX_FOOTER_TAGS}"
+            ));
+        }
+        let tag_list_at = tags_at + 8 + blocks_n * FOOTER_TAG_ENTRY_LEN;
+        let mac_at = tag_list_at + tags_n * 4 + tag_padding(tags_n);
+        if mac_at + FOOTER_TAG_MAC_LEN != body.len() {
+            return Err(format!(
+                "footer of {} bytes cannot hold {types_n} type counts, {index_n} index entries and a tag index of {blocks_n} blocks and {tags_n} tags",
+                body.len()
+            ));
+        }
+        if body[tag_list_at + tags_n * 4..mac_at]
+            .iter()
+            .any(|&b| b != 0)
+        {
+            return Err("nonzero padding after the footer's tags".to_owned());
         }
         let mut at = FOOTER_FIXED_LEN;
         let mut type_counts = Vec::with_capacity(types_n);
@@ -536,6 +644,40 @@ impl Footer {
             });
             at += FOOTER_INDEX_ENTRY_LEN;
         }
+        let mut tags = Vec::with_capacity(blocks_n);
+        let (mut at, mut tag_at) = (tags_at + 8, tag_list_at);
+        for _ in 0..blocks_n {
+            let first_seq = u64_at(body, at);
+            let n = u32_at(body, at + 12) as usize;
+            if n > MAX_BLOCK_TAGS || (tag_at - tag_list_at) / 4 + n > tags_n {
+                return Err(format!(
+                    "footer's tag index gives the block from seq {first_seq} {n} tags, more than the index or the format holds"
+                ));
+            }
+            let list: Vec<u32> = (0..n).map(|k| u32_at(body, tag_at + 4 * k)).collect();
+            if !list.is_sorted_by(|a, b| a < b)
+                || tags
+                    .last()
+                    .is_some_and(|p: &BlockTags| p.first_seq >= first_seq)
+            {
+                return Err(format!(
+                    "footer's tag index is out of order at the block from seq {first_seq}"
+                ));
+            }
+            tags.push(BlockTags {
+                first_seq,
+                count: u32_at(body, at + 8),
+                tags: list,
+            });
+            at += FOOTER_TAG_ENTRY_LEN;
+            tag_at += 4 * n;
+        }
+        if tag_at != tag_list_at + tags_n * 4 {
+            return Err(format!(
+                "footer's tag index lists {tags_n} tags but its blocks hold {}",
+                (tag_at - tag_list_at) / 4
+            ));
+        }
         Ok(Footer {
             record_count: u64_at(body, 8),
             block_count: u64_at(body, 16),
@@ -546,6 +688,8 @@ impl Footer {
             last_link: link_at(body, 56),
             type_counts,
             index,
+            tags,
+            tag_mac: link_at(body, mac_at),
         })
     }
 }
@@ -625,6 +769,12 @@ mod tests {
                 offset: 96,
                 prev_link: [1; 32],
             }],
+            tags: vec![BlockTags {
+                first_seq: 5,
+                count: 10,
+                tags: vec![0, 3, 9],
+            }],
+            tag_mac: [4; 32],
         };
         let b = f.encode();
         let (body_len, crc) = Footer::trailer_body_len(&b).expect("trailer present");

@@ -105,6 +105,12 @@ pub struct Record<'a> {
     pub ts_ns: u64,
     /// The payload.
     pub payload: &'a [u8],
+    /// A tag for the footer's tag index (FORMAT.md, "Tag index"), set by the layer
+    /// above (the recorder: an event's kind id); 0, the default, for an untagged record.
+    /// A read given tags ([`Records::with_tags`]) may skip a sealed block none of whose
+    /// records carries one of them and which holds no untagged record. Not stored in
+    /// the frame.
+    pub tag: u32,
 }
 
 impl<'a> Record<'a> {
@@ -114,6 +120,13 @@ impl<'a> Record<'a> {
             record_type,
             ts_ns,
             payload,
+            tag: 0,
         }
+    }
+
+    /// The same record with `tag` for the tag index.
+    pub fn with_tag(mut self, tag: u32) -> Record<'a> {
+        self.tag = tag;
+        self
     }
 }

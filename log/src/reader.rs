@@ -254,6 +254,9 @@ impl LogReader {
             start_at: None,
             start_link: None,
             skipped: None,
+            tags: None,
+            seg_tags: SegTags::None,
+            first_tag_skip: None,
         };
         while let Some(step) = records.next_block()? {
             records.last_block_end = Some(Digest {
@@ -290,6 +293,9 @@ impl LogReader {
             start_at: None,
             start_link: None,
             skipped: None,
+            tags: None,
+            seg_tags: SegTags::None,
+            first_tag_skip: None,
         };
         if !empty {
             records.seg_index = records.find_segment()?;
@@ -399,9 +405,59 @@ pub struct Records {
     start_link: Option<Link>,
     /// The last block skipped by its header alone while positioning.
     skipped: Option<HeaderOnly>,
+    /// The tags asked for, ascending ([`Records::with_tags`]).
+    tags: Option<Vec<u32>>,
+    /// The tag index of the segment being read.
+    seg_tags: SegTags,
+    /// The first seq of the first block skipped by the tag index before any block was
+    /// read (what a read by seq proves its start with).
+    first_tag_skip: Option<u64>,
+}
+
+/// A segment's tag index as the reader found it.
+#[derive(Debug)]
+enum SegTags {
+    /// None to use: the active segment, or a keyed log read without its key.
+    None,
+    /// Authenticated.
+    Verified(Vec<format::BlockTags>),
+    /// Its authenticator does not match: any use is an error.
+    Bad(Box<Corruption>),
 }
 
 impl Records {
+    /// The same read, skipping every block of a sealed segment that its footer's tag
+    /// index (authenticated by the chain key) says holds no record tagged with one of
+    /// `tags` and no untagged record (FORMAT.md, "Tag index"). The records of the blocks
+    /// read are all returned, whatever their tags: the caller filters. A tag index whose
+    /// authenticator does not match is an error when the read would use it.
+    #[must_use]
+    pub fn with_tags(mut self, tags: impl IntoIterator<Item = u32>) -> Records {
+        self.set_tags(Some(tags.into_iter().collect()));
+        self
+    }
+
+    /// Changes the tags a read skips blocks by, from the next block on (`None`: skip
+    /// nothing); see [`Records::with_tags`].
+    pub fn set_tags(&mut self, tags: Option<Vec<u32>>) {
+        self.tags = tags.map(|mut t| {
+            t.sort_unstable();
+            t.dedup();
+            t
+        });
+    }
+
+    /// Whether the tag index lets the read skip a block with this header.
+    fn skippable(tags: &[u32], index: &[format::BlockTags], h: &format::BlockHeader) -> bool {
+        let Ok(i) = index.binary_search_by_key(&h.first_seq, |b| b.first_seq) else {
+            return false;
+        };
+        let b = &index[i];
+        b.count == h.count
+            && b.tags.first() != Some(&0)
+            && !b.tags.iter().any(|t| tags.binary_search(t).is_ok())
+    }
+
     /// Finds the segment where the range starts, by binary search over segment names
     /// (seq) or footers (time): O(log segments) footer reads.
     fn find_segment(&mut self) -> Result<usize> {
@@ -479,6 +535,23 @@ impl Records {
         if !is_last && footer.is_none() {
             return Err(structure::missing_footer(&seg, &self.segments, i));
         }
+        self.seg_tags = match (&footer, self.reader.chainer.as_ref()) {
+            (Some((f, at)), Some(chainer)) => {
+                if chainer.tag_mac(&f.tag_mac_message()) == f.tag_mac {
+                    SegTags::Verified(f.tags.clone())
+                } else {
+                    SegTags::Bad(Box::new(Corruption {
+                        segment: seg.path.clone(),
+                        offset: *at,
+                        seq: Some(f.first_seq),
+                        kind: CorruptionKind::Footer(
+                            "the tag index does not match its authenticator: it was changed after the segment was sealed".to_owned(),
+                        ),
+                    }))
+                }
+            }
+            _ => SegTags::None,
+        };
         let end = footer.as_ref().map_or(seg.len, |(_, start)| *start);
         let mut start = ChainPoint {
             next_seq: seg.header.first_seq,
@@ -548,7 +621,9 @@ impl Records {
             return Ok(());
         }
         if !by_time && let Some(b) = first {
-            if b.header.first_seq <= lo {
+            // A block the authenticated tag index let the read skip counts as read: its
+            // first seq and count are the index's.
+            if self.first_tag_skip.unwrap_or(b.header.first_seq) <= lo {
                 return Ok(());
             }
             let path = self
@@ -683,6 +758,25 @@ impl Records {
                 return Ok(None);
             };
             let is_last = self.seg_index + 1 == self.segments.len();
+            if let Some(tags) = &self.tags {
+                match &self.seg_tags {
+                    SegTags::None => {}
+                    SegTags::Bad(c) => return Err(Error::Corrupt((**c).clone())),
+                    SegTags::Verified(index) => {
+                        let first = std::cell::Cell::new(None);
+                        cursor.skip_before(|h| {
+                            let skip = Self::skippable(tags, index, h);
+                            if skip && first.get().is_none() {
+                                first.set(Some(h.first_seq));
+                            }
+                            skip
+                        })?;
+                        if self.check_start && self.first_tag_skip.is_none() {
+                            self.first_tag_skip = first.get();
+                        }
+                    }
+                }
+            }
             match cursor.next(self.reader.chainer.as_ref())? {
                 Step::Block(b) => return Ok(Some(b)),
                 Step::End if is_last => return Ok(None),

@@ -161,7 +161,7 @@ pub(crate) fn scan_segment(
         _ => None,
     };
     if let Some(footer) = footer {
-        check_footer(seg, &scan, start, &footer)?;
+        check_footer(seg, &scan, start, &footer, chainer)?;
     }
     Ok(scan)
 }
@@ -182,6 +182,7 @@ fn check_footer(
     scan: &SegmentScan,
     start: ChainPoint,
     f: &Footer,
+    chainer: Option<&Chainer>,
 ) -> Result<()> {
     let fail = |why: String| {
         Error::from(Corruption {
@@ -222,6 +223,33 @@ fn check_footer(
                 e.first_seq, e.offset
             )));
         }
+    }
+    // Every tag-index entry names a block by its first seq and its record count.
+    let mut starts = scan.blocks.iter().map(|b| b.first_seq).peekable();
+    for t in &f.tags {
+        let named = loop {
+            match starts.next() {
+                Some(s) if s == t.first_seq => {
+                    let end = starts.peek().copied().unwrap_or(scan.end.next_seq);
+                    break end - s == u64::from(t.count);
+                }
+                Some(s) if s < t.first_seq => {}
+                _ => break false,
+            }
+        };
+        if !named {
+            return Err(fail(format!(
+                "tag index entry for seq {} ({} records) names no block (or is out of order)",
+                t.first_seq, t.count
+            )));
+        }
+    }
+    if let Some(chainer) = chainer
+        && chainer.tag_mac(&f.tag_mac_message()) != f.tag_mac
+    {
+        return Err(fail(
+            "the tag index does not match its authenticator".to_owned(),
+        ));
     }
     Ok(())
 }

@@ -257,7 +257,7 @@ impl SegmentFile {
         };
         if head[0..8] == format::SEGMENT_MAGIC {
             let version = format::u32_at(&head, 8);
-            if version > FORMAT_VERSION {
+            if version != 0 && version != FORMAT_VERSION {
                 return Err(Error::UnsupportedVersion {
                     segment: path,
                     found: version,

@@ -195,7 +195,7 @@ pub struct Recovery {
 }
 
 /// The one block being filled, at the end of the write buffer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct OpenBlock {
     /// Index of the block header in the write buffer.
     start: usize,
@@ -203,6 +203,9 @@ struct OpenBlock {
     first_ts: u64,
     last_ts: u64,
     count: u32,
+    /// The distinct tags of its records, ascending (0: untagged records); `None` once
+    /// there are more than the tag index lists for a block.
+    tags: Option<Vec<u32>>,
 }
 
 #[derive(Debug)]
@@ -221,6 +224,11 @@ struct Active {
     type_counts: Vec<u64>,
     index: Vec<IndexEntry>,
     last_indexed_offset: Option<u64>,
+    /// The tag index: the blocks this writer finished in this segment, with their tags
+    /// (blocks a previous session wrote are not described).
+    tags: Vec<format::BlockTags>,
+    /// Tags listed in `tags`, all blocks together.
+    tags_listed: usize,
     /// Bytes the segment preamble took when the writer started this segment (0 for a
     /// segment opened without one): the size limit counts the bytes after it.
     preamble_bytes: u64,
@@ -241,6 +249,8 @@ impl Active {
             type_counts: Vec::new(),
             index: Vec::new(),
             last_indexed_offset: None,
+            tags: Vec::new(),
+            tags_listed: 0,
             preamble_bytes: 0,
         }
     }
@@ -379,6 +389,8 @@ impl Log {
                     type_counts,
                     index: Vec::new(),
                     last_indexed_offset: None,
+                    tags: Vec::new(),
+                    tags_listed: 0,
                     preamble_bytes: 0,
                 };
                 for b in &last.blocks {
@@ -682,7 +694,7 @@ impl Log {
     /// Encodes one record into the open block, cutting the block as needed.
     fn push_frame(&mut self, r: &Record<'_>) -> Result<Seq> {
         let frame_len = format::frame_len(r.payload.len());
-        if let Some(b) = self.open_block {
+        if let Some(b) = &self.open_block {
             let frames_len = self.buf.len() - b.start - BLOCK_HEADER_LEN;
             if frames_len + frame_len > self.opts.block_bytes_max
                 || r.ts_ns - b.first_ts > u64::from(u32::MAX)
@@ -702,9 +714,19 @@ impl Log {
                     first_ts: r.ts_ns,
                     last_ts: r.ts_ns,
                     count: 0,
+                    tags: Some(Vec::new()),
                 })
             }
         };
+        if let Some(tags) = &mut block.tags
+            && let Err(at) = tags.binary_search(&r.tag)
+        {
+            if tags.len() < format::MAX_BLOCK_TAGS {
+                tags.insert(at, r.tag);
+            } else {
+                block.tags = None;
+            }
+        }
         let ts_delta = u32::try_from(r.ts_ns - block.first_ts)
             .expect("blocks are cut before a ts delta exceeds u32");
         block.count += 1;
@@ -765,6 +787,21 @@ impl Log {
             },
             self.opts.index_interval_bytes,
         );
+        if let Some(tags) = b.tags {
+            let a = &mut self.active;
+            // Past the format's limits the index stops describing blocks: a read given
+            // tags then reads those blocks.
+            if a.tags.len() < format::MAX_FOOTER_TAG_ENTRIES
+                && a.tags_listed + tags.len() <= format::MAX_FOOTER_TAGS
+            {
+                a.tags_listed += tags.len();
+                a.tags.push(format::BlockTags {
+                    first_seq: b.first_seq,
+                    count: b.count,
+                    tags,
+                });
+            }
+        }
         self.active.block_count += 1;
         self.last_link = header.link;
     }
@@ -850,7 +887,11 @@ impl Log {
                 .map(|(t, n)| (u16::try_from(t).unwrap_or(u16::MAX), *n))
                 .collect(),
             index: a.index.clone(),
+            tags: std::mem::take(&mut self.active.tags),
+            tag_mac: [0; 32],
         };
+        let mut footer = footer;
+        footer.tag_mac = self.chainer.tag_mac(&footer.tag_mac_message());
         // IMPORTANT: the footer is fsynced and the file made read-only before the next
         // segment exists, so a segment followed by another is always completely sealed.
         if let Err(e) = self.active.file.append(&footer.encode()) {
@@ -975,7 +1016,7 @@ fn precheck_header(entry: &SegmentEntry) -> Result<()> {
         });
     }
     let version = if n == 12 { format::u32_at(&head, 8) } else { 0 };
-    if version > FORMAT_VERSION {
+    if version != 0 && version != FORMAT_VERSION {
         return Err(Error::UnsupportedVersion {
             segment: entry.path.clone(),
             found: version,
@@ -1246,6 +1287,13 @@ mod tests {
         let footer = Footer {
             index: active.index,
             type_counts: (0..=u16::MAX).map(|t| (t, 1)).collect(),
+            tags: (0..format::MAX_FOOTER_TAG_ENTRIES as u64)
+                .map(|i| format::BlockTags {
+                    first_seq: i,
+                    count: 1,
+                    tags: vec![1, 2, 3, 4],
+                })
+                .collect(),
             ..Footer::default()
         };
         let encoded = footer.encode();

@@ -19,15 +19,28 @@ use blackbox_log::{
 
 const UNKEYED_CONTEXT: &str = "blackbox-log 2026-11-30 chain link, unkeyed";
 
+/// Appends an empty tag index (no block described) and its unkeyed authenticator to a
+/// footer body: bytes 0..88 of the body, then the index, under the tag-index key.
+fn end_with_an_empty_tag_index(body: &mut Vec<u8>) {
+    let index = [0u8; 8];
+    let key = blake3::derive_key("blackbox-log 2026-12-01 tag index, unkeyed", &[]);
+    let mut h = blake3::Hasher::new_keyed(&key);
+    h.update(&body[..88]);
+    h.update(&index);
+    let mac = *h.finalize().as_bytes();
+    body.extend_from_slice(&index);
+    body.extend_from_slice(&mac);
+}
+
 fn crc(parts: &[&[u8]]) -> u32 {
     parts.iter().fold(0, |c, p| crc32c::crc32c_append(c, p))
 }
 
-/// A segment header (96 bytes): unkeyed, version 1.
+/// A segment header (96 bytes): unkeyed, version 2.
 fn header(first_seq: u64, prev_link: [u8; 32]) -> Vec<u8> {
     let mut h = vec![0u8; 96];
     h[0..8].copy_from_slice(b"BBOXSEG\0");
-    h[8..12].copy_from_slice(&1u32.to_le_bytes());
+    h[8..12].copy_from_slice(&2u32.to_le_bytes());
     h[16..24].copy_from_slice(&first_seq.to_le_bytes());
     h[24..56].copy_from_slice(&prev_link);
     let c = crc(&[&h[0..92]]);
@@ -345,8 +358,9 @@ fn a_block_longer_than_the_format_allows_is_refused_before_it_is_read() {
     footer[8..16].copy_from_slice(&1u64.to_le_bytes());
     footer[16..24].copy_from_slice(&1u64.to_le_bytes());
     footer[56..88].copy_from_slice(&[5; 32]);
+    end_with_an_empty_tag_index(&mut footer);
     let c = crc(&[&footer]);
-    footer.extend_from_slice(&96u32.to_le_bytes());
+    footer.extend_from_slice(&136u32.to_le_bytes());
     footer.extend_from_slice(&c.to_le_bytes());
     footer.extend_from_slice(b"BBOXEND\0");
     let path = dir.path().join(segment_file_name(0));
@@ -446,6 +460,7 @@ fn footer(
     body.extend_from_slice(&ts.to_le_bytes());
     body.extend_from_slice(&96u64.to_le_bytes());
     body.extend_from_slice(&prev_link);
+    end_with_an_empty_tag_index(&mut body);
     let mut out = body.clone();
     out.extend_from_slice(&u32::try_from(body.len()).unwrap().to_le_bytes());
     out.extend_from_slice(&crc(&[&body]).to_le_bytes());

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use blackbox::codec::{
-    self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedEventRecord,
-    ArchivedIncidentRecord, ArchivedRecoveryRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
+    self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedIncidentRecord,
+    ArchivedRecoveryRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
 };
 use blackbox::{Counters, DictionaryFold, LogRecord, WorkingDelta};
 
@@ -406,7 +406,7 @@ impl Decoder {
         let tag = record.record_type();
         let payload = record.payload();
         let body = match RecordType::from_tag(tag) {
-            Some(t) => self.decode_body(t, seq, payload)?,
+            Some(t) => self.decode_body(t, seq, ts_ns, payload)?,
             None => Body::Unknown {
                 record_type: tag.0,
                 payload: payload.to_vec(),
@@ -430,9 +430,14 @@ impl Decoder {
         let t = record.record_type();
         if t == codec::DICTIONARY || t == codec::POLICY {
             let r = RecordType::from_tag(t).unwrap_or(RecordType::Dictionary);
-            self.decode_body(r, record.seq().0, record.payload())?;
+            self.decode_body(r, record.seq().0, record.ts_ns(), record.payload())?;
         }
         Ok(())
+    }
+
+    /// The names known so far: every dictionary entry decoded or learned.
+    pub fn names(&self) -> &DictionaryFold {
+        &self.names
     }
 
     /// The last policy record this decoder has met, decoded or learned: (seq, TOML
@@ -450,7 +455,7 @@ impl Decoder {
         self.names.name(id)
     }
 
-    fn decode_body(&mut self, t: RecordType, seq: u64, payload: &[u8]) -> Result<Body> {
+    fn decode_body(&mut self, t: RecordType, seq: u64, ts_ns: u64, payload: &[u8]) -> Result<Body> {
         let fail = |reason: String| Error::Decode {
             seq,
             record_type: t.tag().0,
@@ -458,14 +463,10 @@ impl Decoder {
         };
         let body = match t {
             RecordType::Event => {
-                let e = codec::access::<ArchivedEventRecord>(payload)
-                    .map_err(|e| fail(format!("not a valid event record: {e}")))?;
-                let tier = WrittenTier::from_u8(e.tier)
-                    .ok_or_else(|| fail(format!("unknown tier byte {}", e.tier)))?;
-                let encoding = Encoding::from_u8(e.encoding)
-                    .ok_or_else(|| fail(format!("unknown payload encoding byte {}", e.encoding)))?;
-                let bytes = e.payload.as_slice();
-                let payload = match encoding {
+                let e = codec::decode_event(payload, ts_ns)
+                    .map_err(|why| fail(format!("not a valid event record: {why}")))?;
+                let bytes = e.payload;
+                let payload = match e.encoding {
                     Encoding::None => Payload::None,
                     Encoding::Raw => Payload::Raw(bytes.to_vec()),
                     Encoding::Json => match serde_json::from_slice(bytes) {
@@ -474,22 +475,19 @@ impl Decoder {
                     },
                 };
                 let mut values = Vec::with_capacity(e.values.len());
-                for v in e.values.iter() {
-                    values.push((
-                        self.lookup(v.0.to_native(), "value name", seq, t)?,
-                        v.1.to_native(),
-                    ));
+                for (name, value) in e.values.iter() {
+                    values.push((self.lookup(name, "value name", seq, t)?, value));
                 }
                 Body::Event(Event {
-                    kind: self.lookup(e.kind.to_native(), "kind", seq, t)?,
-                    source: match e.source.to_native() {
+                    kind: self.lookup(e.kind, "kind", seq, t)?,
+                    source: match e.source {
                         0 => None,
                         id => Some(self.lookup(id, "source", seq, t)?),
                     },
-                    tier,
-                    weight: e.weight.to_native(),
-                    recorded_ns: e.recorded_ns.to_native(),
-                    event_time_ns: e.event_time_ns.as_ref().map(|v| v.to_native()),
+                    tier: e.tier,
+                    weight: e.weight,
+                    recorded_ns: e.recorded_ns,
+                    event_time_ns: e.event_time_ns,
                     payload,
                     values,
                 })

@@ -301,8 +301,10 @@ fn export_upto(
         }
         manifest.last_seq = Some(r.seq);
         manifest.last_hash = Some(r.hash);
+        // Each segment repeats the policy in its preamble: a new entry only when the
+        // text changes.
         if let Some((seq, toml)) = source.policy()
-            && manifest.policies.last().is_none_or(|(s, _)| *s != seq)
+            && manifest.policies.last().is_none_or(|(_, t)| t != toml)
         {
             manifest.policies.push((seq, toml.to_owned()));
         }

@@ -69,7 +69,8 @@ pub struct ExportManifest {
     pub unrepresented: BTreeMap<String, u64>,
     /// The retention policies in force over the rows, in log order: (seq of the policy
     /// record, its TOML text), from the one in force at the first row to the one at the
-    /// last. Empty without rows.
+    /// last, a new entry where the text changes (the seq of the record that changed it;
+    /// for the first, the record in force at the first row). Empty without rows.
     pub policies: Vec<(u64, String)>,
     /// Whether the export read around damage ([`ExportOptions::salvage`](crate::ExportOptions)).
     pub salvage: bool,

@@ -212,6 +212,11 @@ impl Query {
         included && !excluded
     }
 
+    /// Whether the query selects by kind (has a kind glob).
+    pub(crate) fn selects_by_kind(&self) -> bool {
+        self.include.is_some() || self.exclude.is_some()
+    }
+
     /// Whether a record's kind passes the kind globs.
     pub fn kind_matches(&self, record: &Record) -> bool {
         self.kind_selected(record.kind())

@@ -63,6 +63,13 @@ struct Scan {
     /// The second pass of a read in time order: events that happened before this are
     /// the late ones, merged in by seq; they are passed over without being decoded.
     late_below_ns: Option<u64>,
+    /// For a query by kind: how many names the decoder knew when the read was last
+    /// told which kind ids to keep (the log's tag index then skips the sealed blocks
+    /// that hold only events of other kinds).
+    tagged_names: Option<usize>,
+    /// For a query by kind: the ids of the kinds it selects among the names known,
+    /// ascending. An event of another named kind is passed over undecoded.
+    kind_ids: Vec<u32>,
 }
 
 impl Replay {
@@ -151,8 +158,8 @@ impl Replay {
     }
 
     /// How many records this read has taken from the log so far (both passes, with
-    /// [`Order::Happened`]), the dictionary records before the range included: what a
-    /// bounded read costs.
+    /// [`Order::Happened`]), the dictionary records before the range included, the
+    /// blocks a query by kind skips excluded: what a bounded read costs.
     pub fn records_read(&self) -> u64 {
         self.first_pass_read + self.scan.read + self.late_reader.as_ref().map_or(0, |l| l.read)
     }
@@ -173,7 +180,8 @@ impl Replay {
     }
 
     /// The seq and timestamp of the last record read inside the seq and time range,
-    /// selected or not (in log order).
+    /// selected or not (in log order). A query by kind does not read the blocks the
+    /// log's tag index says hold only other kinds' events.
     pub fn last_read(&self) -> Option<(u64, u64)> {
         self.scan.last_read
     }
@@ -316,6 +324,8 @@ impl Scan {
             read: 0,
             watermark_ns: 0,
             late_below_ns: None,
+            tagged_names: None,
+            kind_ids: Vec::new(),
         };
         if query.empty_by_bounds() {
             return Ok(scan);
@@ -336,11 +346,51 @@ impl Scan {
             None => Bound::Unbounded,
         };
         scan.records = Some(reader.records((Bound::Included(Seq(dict_start)), hi))?);
+        if query.selects_by_kind() {
+            scan.tag_kinds();
+        }
         Ok(scan)
+    }
+
+    /// Tells the read which kind ids the query selects, among the names known so far:
+    /// the blocks of sealed segments that hold only events of other kinds (and no
+    /// other record) are then skipped unread. A block that holds a dictionary record is
+    /// always read, and a kind is named before its first event, so every kind is known
+    /// before a block holding its events is reached.
+    fn tag_kinds(&mut self) {
+        let names = self.decoder.names();
+        if self.tagged_names == Some(names.len()) {
+            return;
+        }
+        self.tagged_names = Some(names.len());
+        let mut ids: Vec<u32> = names
+            .iter()
+            .filter(|(_, name)| self.query.kind_selected(Some(name)))
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        if let Some(records) = self.records.as_mut() {
+            records.set_tags(Some(ids.clone()));
+        }
+        self.kind_ids = ids;
+    }
+
+    /// Whether `raw` is an event of a named kind the query does not select: read from
+    /// its header alone. An event that does not decode, or whose kind no dictionary
+    /// record named, is left to the decoder, which reports it.
+    fn other_kinds_event(&self, raw: &blackbox::LogRecord) -> bool {
+        self.tagged_names.is_some()
+            && raw.record_type() == codec::EVENT
+            && codec::decode_event(raw.payload(), raw.ts_ns()).is_ok_and(|e| {
+                self.kind_ids.binary_search(&e.kind).is_err() && self.decoder.name(e.kind).is_some()
+            })
     }
 
     fn next_record(&mut self) -> Result<Option<Record>> {
         loop {
+            if self.tagged_names.is_some() {
+                self.tag_kinds();
+            }
             let Some(raw) = self.records.as_mut().and_then(Iterator::next) else {
                 self.records = None;
                 return Ok(None);
@@ -361,8 +411,8 @@ impl Scan {
             let last = self.query.to_seq.is_some_and(|t| seq >= t);
             if let Some(below) = self.late_below_ns
                 && raw.record_type() == codec::EVENT
-                && codec::access::<codec::ArchivedEventRecord>(raw.payload())
-                    .is_ok_and(|e| e.recorded_ns.to_native() < below)
+                && codec::decode_event(raw.payload(), raw.ts_ns())
+                    .is_ok_and(|e| e.recorded_ns < below)
             {
                 if self.query.until_ns.is_none_or(|u| raw.ts_ns() <= u) {
                     self.last_read = Some((seq, raw.ts_ns()));
@@ -412,6 +462,9 @@ impl Scan {
         }
         if !self.query.type_selected(RecordType::from_tag(tag)) {
             self.decoder.learn(raw)?;
+            return Ok(None);
+        }
+        if self.other_kinds_event(raw) {
             return Ok(None);
         }
         let record = self.decoder.decode(raw)?;

@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use blackbox::codec::{self, ArchivedEventRecord, WrittenTier};
+use blackbox::codec::{self, WrittenTier};
 use blackbox::log::ReaderOptions;
 use blackbox::{ChainKey, Counters, LogReader, LogRecord, Seq};
 
@@ -169,9 +169,9 @@ impl Weights {
                         record_type: codec::EVENT.0,
                         reason,
                     };
-                    let e = codec::access::<ArchivedEventRecord>(raw.payload())
-                        .map_err(|e| fail(format!("not a valid event record: {e}")))?;
-                    let kind_id = e.kind.to_native();
+                    let e = codec::decode_event(raw.payload(), raw.ts_ns())
+                        .map_err(|why| fail(format!("not a valid event record: {why}")))?;
+                    let kind_id = e.kind;
                     let kind = match decoder.name(kind_id) {
                         Some(kind) => kind,
                         // Its name was in a dictionary record the salvage lost.
@@ -182,12 +182,11 @@ impl Weights {
                             )));
                         }
                     };
-                    let tier = WrittenTier::from_u8(e.tier)
-                        .ok_or_else(|| fail(format!("unknown tier byte {}", e.tier)))?;
+                    let tier = e.tier;
                     let i = interval.entry(kind.to_owned()).or_default();
                     match tier {
                         WrittenTier::Sample => {
-                            let nominal = e.weight.to_native();
+                            let nominal = e.weight;
                             i.samples += 1;
                             i.nominal_sum += nominal;
                             i.last_sample = Some((seq, nominal));

@@ -806,7 +806,7 @@ fn a_corrupt_log_fails_verify_and_replay_naming_segment_and_offset() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
     let mut input = String::new();
-    for i in 0..200 {
+    for i in 0..600 {
         input.push_str(&format!("{{\"kind\":\"a.b\",\"payload\":{{\"i\":{i}}}}}\n"));
     }
     ok(&record(&dir, &input, &["--segment-bytes", "4KiB"]));

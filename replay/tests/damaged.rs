@@ -16,10 +16,10 @@ use std::process::Output;
 use common::{bin, blackbox, fails, json_lines, ok, record, s};
 use serde_json::Value;
 
-/// A log of 300 events (payload `{"i": i}`) over many 4 KiB segments, and each
+/// A log of 900 events (payload `{"i": i}`) over many 4 KiB segments, and each
 /// event's `i` by seq, read while the log is intact.
-fn log_of_300(dir: &Path) -> BTreeMap<u64, u64> {
-    let input: String = (0..300)
+fn log_of_900(dir: &Path) -> BTreeMap<u64, u64> {
+    let input: String = (0..900)
         .map(|i| format!("{{\"kind\":\"a.b\",\"payload\":{{\"i\":{i}}}}}\n"))
         .collect();
     ok(&record(dir, &input, &["--segment-bytes", "4KiB"]));
@@ -189,7 +189,7 @@ fn readers_report_damage_and_salvage_reads_around_it() {
     for (case, damage) in CASES {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("log");
-        let intact = log_of_300(&dir);
+        let intact = log_of_900(&dir);
         let (expected_lost, file) = damage(&dir);
         let needle = named(expected_lost, &file, &dir);
         let d = s(&dir);
@@ -310,7 +310,7 @@ fn the_advice_of_a_damage_report_works_as_printed() {
     for (case, damage) in CASES {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("log");
-        let intact = log_of_300(&dir);
+        let intact = log_of_900(&dir);
         damage(&dir);
         let err = fails(&blackbox(&["verify", "--dir", s(&dir)]));
         let commands = commands_in(&err);
@@ -347,7 +347,7 @@ fn the_advice_of_a_damage_report_works_as_printed() {
 fn an_unreadable_segment_is_reported_by_every_reader() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
-    log_of_300(&dir);
+    log_of_900(&dir);
     let (_, _, path) = middle(&dir);
     fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
     if fs::read(&path).is_ok() {
@@ -645,7 +645,7 @@ fn a_keyed_log_is_surveyed_and_advised_with_its_key() {
     fs::write(&key, [7u8; 32]).unwrap();
     let dir = tmp.path().join("log");
     let d = s(&dir);
-    let input: String = (0..300)
+    let input: String = (0..900)
         .map(|i| format!("{{\"kind\":\"a.b\",\"payload\":{{\"i\":{i}}}}}\n"))
         .collect();
     ok(&record(
@@ -730,7 +730,7 @@ fn digest_says_it_checked_the_structure_and_that_verify_checks_every_record() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
     let d = s(&dir);
-    log_of_300(&dir);
+    log_of_900(&dir);
     flipped_byte_mid_segment(&dir);
     let out = blackbox(&["digest", "--dir", d]);
     let text = ok(&out);
@@ -765,7 +765,7 @@ fn a_salvaged_export_describes_its_digest_and_chain_check_truly() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
     let d = s(&dir);
-    log_of_300(&dir);
+    log_of_900(&dir);
     flipped_byte_mid_segment(&dir);
     let out = tmp.path().join("x.jsonl");
     let o = blackbox(&["export", "--dir", d, "--out", s(&out), "--salvage"]);
@@ -821,7 +821,7 @@ fn replay_json_reports_damage_as_one_object_on_stdout() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("log");
         let d = s(&dir);
-        log_of_300(&dir);
+        log_of_900(&dir);
         damage(&dir);
         for extra in [&[][..], &["--log-order"][..]] {
             let mut args = vec!["replay", "--dir", d, "--json"];

@@ -189,7 +189,7 @@ where
 }
 
 fn event(kind: u32) -> Vec<u8> {
-    archive(&EventRecord {
+    EventRecord {
         recorded_ns: T0,
         weight: 1.0,
         event_time_ns: None,
@@ -199,7 +199,8 @@ fn event(kind: u32) -> Vec<u8> {
         source: 0,
         tier: 0,
         encoding: 2,
-    })
+    }
+    .to_bytes(T0)
 }
 
 #[test]
@@ -417,7 +418,7 @@ fn totals_survive_a_crash_between_a_seal_and_the_next_segment() {
     rec.close().unwrap();
     drop(rec);
     let rec = small_segment_recorder(dir, &clock);
-    record_n(&rec, &clock, "b.y", 200);
+    record_n(&rec, &clock, "b.y", 600);
     rec.close().unwrap();
     drop(rec);
     // The crash: the newest segment never came to be, the one before it is sealed.

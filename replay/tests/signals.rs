@@ -100,3 +100,52 @@ fn sigterm_closes_the_log_with_complete_accounting() {
 fn sigint_closes_the_log_with_complete_accounting() {
     stopped_by("-INT");
 }
+
+/// A Ctrl-C to a pipeline reaches the feeder too, so the end of input and the signal
+/// arrive together: `record` once closed the log twice, the second close said "the
+/// recorder is closed", and the process ended before the first printed its summary
+/// (`interrupted, and closing the log failed`, no summary, with the log closed fine).
+/// Whichever comes first closes; the run prints one summary and no failure, every time.
+#[test]
+fn a_signal_that_arrives_with_the_end_of_input_closes_once_and_prints_one_summary() {
+    for round in 0..20 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("log");
+        let mut child = bin()
+            .args(["record", "--dir", s(&dir)])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        writeln!(stdin, r#"{{"kind":"action.step"}}"#).unwrap();
+        writeln!(stdin, r#"{{"op":"sync"}}"#).unwrap();
+        stdin.flush().unwrap();
+        let mut ack = String::new();
+        stdout.read_line(&mut ack).unwrap();
+        assert!(ack.contains("synced"), "{ack}");
+        // The end of input and the signal, together.
+        drop(stdin);
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("failed"), "round {round}: {stderr}");
+        assert!(
+            matches!(out.status.code(), Some(0 | 130)),
+            "round {round}: {:?} {stderr}",
+            out.status
+        );
+        let summary: Value = serde_json::from_str(rest.trim())
+            .unwrap_or_else(|e| panic!("round {round}: one summary line ({e}): {rest:?} {stderr}"));
+        assert_eq!(summary["events"], 1, "{summary}");
+        ok(&blackbox(&["verify", "--dir", s(&dir)]));
+    }
+}

@@ -2207,3 +2207,26 @@ fn demo_refuses_a_directory_that_holds_anything_and_writes_nothing() {
     assert!(err.contains("is not empty"), "{err}");
     assert_eq!(ok(&blackbox(&["digest", "--dir", s(&log)])), digest);
 }
+
+/// The demo simulates 21 s in less time than that: its log once ran into the future, so
+/// `replay --since -1m` right after it found nothing of its incident. Its records now
+/// end by the time it finishes, and a relative window finds the incident.
+#[test]
+fn the_demos_log_ends_by_the_time_it_finishes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("flight");
+    ok(&blackbox(&["demo", "--dir", s(&dir), "--seed", "3"]));
+    let finished = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let stats: Value =
+        serde_json::from_str(&ok(&blackbox(&["stats", "--dir", s(&dir), "--json"]))).unwrap();
+    let last = u128::from(stats["last_ts_ns"].as_u64().unwrap());
+    assert!(
+        last <= finished,
+        "last record at {last}, finished at {finished}"
+    );
+    let incidents = replay_json(&dir, &["--since", "-10m", "--type", "incident"]);
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+}

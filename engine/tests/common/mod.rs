@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use blackbox::codec::{
-    self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedEventRecord,
-    ArchivedIncidentRecord, ArchivedSummaryRecord, Encoding, WrittenTier,
+    self, ArchivedAccountingRecord, ArchivedDictionaryRecord, ArchivedIncidentRecord,
+    ArchivedSummaryRecord, Encoding,
 };
 use blackbox::log::storage::{Storage, WriteFile};
 use blackbox::{Clock, Counters, LogReader, ManualClock, Seq};
@@ -192,32 +192,26 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
         let payload = r.payload();
         let t = r.record_type();
         let rec = if t == codec::EVENT {
-            let e = codec::access::<ArchivedEventRecord>(payload).expect("an event record");
-            let tier = WrittenTier::from_u8(e.tier).expect("a known tier byte");
+            let e = codec::decode_event(payload, ts_ns).expect("an event record");
             Rec::Event {
                 seq,
                 ts_ns,
-                kind: names.get(e.kind.to_native(), "event record's kind", seq),
-                kind_id: e.kind.to_native(),
-                source: match e.source.to_native() {
+                kind: names.get(e.kind, "event record's kind", seq),
+                kind_id: e.kind,
+                source: match e.source {
                     0 => None,
                     id => Some(names.get(id, "source", seq)),
                 },
-                event_time_ns: e.event_time_ns.as_ref().map(|v| v.to_native()),
-                recorded_ns: e.recorded_ns.to_native(),
-                tier: tier.name(),
-                weight: e.weight.to_native(),
-                encoding: Encoding::from_u8(e.encoding).expect("a known encoding byte"),
-                payload: e.payload.as_slice().to_vec(),
+                event_time_ns: e.event_time_ns,
+                recorded_ns: e.recorded_ns,
+                tier: e.tier.name(),
+                weight: e.weight,
+                encoding: e.encoding,
+                payload: e.payload.to_vec(),
                 values: e
                     .values
                     .iter()
-                    .map(|v| {
-                        (
-                            names.get(v.0.to_native(), "value name", seq),
-                            v.1.to_native(),
-                        )
-                    })
+                    .map(|(name, value)| (names.get(name, "value name", seq), value))
                     .collect(),
             }
         } else if t == codec::SUMMARY {

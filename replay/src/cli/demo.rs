@@ -63,10 +63,11 @@ pub fn run(args: Args) -> Res<()> {
     let cycle_start = (2 + rng.next() % 2) * CYCLE_NS;
     let failure_ns = cycle_start + 3 * SEC + (rng.next() % (1_500 * MS / TICK_NS)) * TICK_NS;
     // On a whole second, like the summary windows, so each window holds the same ticks
-    // in every run.
+    // in every run; the simulated run ends by now (it takes less time than it
+    // simulates), so `--since -1m` and `--at now` find it, as they would a real one.
     let t0 = {
-        let now = blackbox::SystemClock.now_ns();
-        now - now % SEC
+        let start = blackbox::SystemClock.now_ns().saturating_sub(RUN_NS + SEC);
+        start - start % SEC
     };
     let run = Run {
         t0,

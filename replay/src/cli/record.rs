@@ -167,8 +167,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let dir = args.dir.dir.clone();
     let _ = ctrlc::set_handler(move || {
         SIGNALED.store(true, Ordering::SeqCst);
-        let totals = on_signal.stats();
-        let last = on_signal.close();
+        let (totals, last) = close_once(&on_signal);
         if let (Ok(totals), Ok(last_seq)) = (&totals, &last) {
             let _ = print_summary(*last_seq, &counted, &base, totals, torn.clone());
         }
@@ -226,16 +225,42 @@ fn record_all(
 ) -> Result<(), CliError> {
     let outcome = feed(recorder, args, tally);
     // Whatever happened, close: the records before a bad line stay, synced.
-    let totals = recorder.stats();
-    let closed = recorder.close();
+    let (totals, closed) = close_once(recorder);
     outcome?;
-    let totals = totals?;
-    let last_seq = closed?;
+    let totals = totals.map_err(CliError::new)?;
+    let last_seq = closed.map_err(CliError::new)?;
     print_summary(last_seq, tally, baseline, &totals, recovered)
 }
 
+/// The totals and the last seq of the one close of the run.
+type Closed = (
+    Result<BTreeMap<String, Counters>, String>,
+    Result<Option<blackbox::Seq>, String>,
+);
+
+/// Closes the recorder once, whoever asks first, the end of input or the signal
+/// handler (a Ctrl-C to a pipeline also ends the input: both arrive together); the
+/// other waits for that close and gets its outcome. A second close would only say the
+/// recorder is closed, and its caller end the process before the first had printed
+/// the summary.
+fn close_once(recorder: &Recorder) -> Closed {
+    static CLOSED: Mutex<Option<Closed>> = Mutex::new(None);
+    let mut closed = CLOSED.lock().unwrap_or_else(PoisonError::into_inner);
+    closed
+        .get_or_insert_with(|| {
+            // In the words the command uses for the recorder's errors.
+            let said = |e: blackbox::Error| CliError::from(e).to_string();
+            let totals = recorder.stats().map_err(said);
+            let last = recorder.close().map_err(said);
+            (totals, last)
+        })
+        .clone()
+}
+
 /// Set by whichever prints the summary first: the end of input or the signal handler.
-static SUMMARY_PRINTED: AtomicBool = AtomicBool::new(false);
+/// Held while it prints, so the other (the handler, which then ends the process) waits
+/// for the line to be out.
+static SUMMARY_PRINTED: Mutex<bool> = Mutex::new(false);
 
 /// Prints the run's summary line on stdout, once.
 fn print_summary(
@@ -245,9 +270,13 @@ fn print_summary(
     totals: &BTreeMap<String, Counters>,
     recovered: Option<Value>,
 ) -> Result<(), CliError> {
-    if SUMMARY_PRINTED.swap(true, Ordering::SeqCst) {
+    let mut printed = SUMMARY_PRINTED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if *printed {
         return Ok(());
     }
+    *printed = true;
     let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let summary = json!({
         "last_seq": last_seq.map(|s| s.0),
