@@ -288,7 +288,8 @@ const LOOK_BACK_NS: u64 = 64_000_000_000;
 ///
 /// Records' timestamps never decrease along the log, so the records at or before
 /// `at_ns` are a prefix of it: the search reads the records stamped in a window ending
-/// at `at_ns` (found through the footers' time index), widening the window fourfold
+/// at `at_ns` (found through the footers' time index, passing over the blocks that
+/// their tag index says hold only events), widening the window fourfold
 /// until it holds both a checkpoint and a snapshot or reaches the log's start. It costs
 /// the distance back to the later of the two, not the log's length.
 ///
@@ -301,7 +302,9 @@ pub fn start_seq(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<u64> {
     loop {
         let lo = at_ns.saturating_sub(window);
         let (mut checkpoint, mut snapshot) = (None, None);
-        for record in reader.records_by_time(lo..=at_ns)? {
+        // Checkpoints and accounting records are untagged: the blocks of sealed
+        // segments that hold only events (tagged with their kind) are skipped unread.
+        for record in reader.records_by_time(lo..=at_ns)?.with_tags([]) {
             let record = record?;
             let t = record.record_type();
             if t == codec::CHECKPOINT {
