@@ -490,18 +490,7 @@ impl Footer {
             + tags.len()
             + FOOTER_TAG_MAC_LEN;
         let mut b = Vec::with_capacity(body_len + TRAILER_LEN);
-        b.extend_from_slice(&FOOTER_MAGIC);
-        for x in [
-            self.record_count,
-            self.block_count,
-            self.first_seq,
-            self.last_seq,
-            self.first_ts,
-            self.last_ts,
-        ] {
-            b.extend_from_slice(&x.to_le_bytes());
-        }
-        b.extend_from_slice(&self.last_link);
+        self.put_head(&mut b);
         b.extend_from_slice(&len_u32(self.type_counts.len()).to_le_bytes());
         b.extend_from_slice(&len_u32(self.index.len()).to_le_bytes());
         for &(t, n) in &self.type_counts {
@@ -523,6 +512,22 @@ impl Footer {
         b.extend_from_slice(&crc.to_le_bytes());
         b.extend_from_slice(&TRAILER_MAGIC);
         b
+    }
+
+    /// Footer bytes 0..88: the magic, the counts, seqs and times, the last link.
+    fn put_head(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&FOOTER_MAGIC);
+        for x in [
+            self.record_count,
+            self.block_count,
+            self.first_seq,
+            self.last_seq,
+            self.first_ts,
+            self.last_ts,
+        ] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        b.extend_from_slice(&self.last_link);
     }
 
     /// The tag index as stored: K, N, the entries, the tags and their padding.
@@ -549,18 +554,7 @@ impl Footer {
     /// times, last link), then the tag index as stored (without the authenticator).
     pub fn tag_mac_message(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(88);
-        b.extend_from_slice(&FOOTER_MAGIC);
-        for x in [
-            self.record_count,
-            self.block_count,
-            self.first_seq,
-            self.last_seq,
-            self.first_ts,
-            self.last_ts,
-        ] {
-            b.extend_from_slice(&x.to_le_bytes());
-        }
-        b.extend_from_slice(&self.last_link);
+        self.put_head(&mut b);
         b.extend_from_slice(&self.tag_section());
         b
     }
