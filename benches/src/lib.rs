@@ -25,3 +25,32 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 
 /// Result alias used throughout the harness.
 pub type Result<T, E = BoxError> = std::result::Result<T, E>;
+
+/// The `main` of a latency or long-run binary: `--help` (`parsed` is `Ok(None)`)
+/// prints `usage`; a run's error exits 1 and an argument's 2, each as one line after
+/// the binary's `name`.
+pub fn main_of<A>(
+    name: &str,
+    usage: &str,
+    parsed: Result<Option<A>>,
+    run: impl FnOnce(&A) -> Result<()>,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    match parsed {
+        Ok(None) => {
+            println!("{usage}");
+            ExitCode::SUCCESS
+        }
+        Ok(Some(args)) => match run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

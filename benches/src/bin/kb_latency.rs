@@ -87,23 +87,12 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>> {
 }
 
 fn main() -> ExitCode {
-    match parse_args(std::env::args().skip(1)) {
-        Ok(None) => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        Ok(Some(args)) => match run(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("kb_latency: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Err(e) => {
-            eprintln!("kb_latency: {e}");
-            ExitCode::from(2)
-        }
-    }
+    blackbox_benches::main_of(
+        "kb_latency",
+        USAGE,
+        parse_args(std::env::args().skip(1)),
+        run,
+    )
 }
 
 /// Xorshift64*: a cheap deterministic generator.

@@ -98,23 +98,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>> {
 }
 
 fn main() -> ExitCode {
-    match parse_args(std::env::args().skip(1)) {
-        Ok(None) => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        Ok(Some(args)) => match run(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("long_run: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Err(e) => {
-            eprintln!("long_run: {e}");
-            ExitCode::from(2)
-        }
-    }
+    blackbox_benches::main_of("long_run", USAGE, parse_args(std::env::args().skip(1)), run)
 }
 
 fn run(args: &Args) -> Result<()> {

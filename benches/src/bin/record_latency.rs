@@ -99,23 +99,12 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>> {
 }
 
 fn main() -> ExitCode {
-    match parse_args(std::env::args().skip(1)) {
-        Ok(None) => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        Ok(Some(args)) => match run(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("record_latency: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Err(e) => {
-            eprintln!("record_latency: {e}");
-            ExitCode::from(2)
-        }
-    }
+    blackbox_benches::main_of(
+        "record_latency",
+        USAGE,
+        parse_args(std::env::args().skip(1)),
+        run,
+    )
 }
 
 /// The percentiles reported, and their labels.
