@@ -8,9 +8,9 @@
 //! recorded with [`Event::raw`], JSON ones with [`Event::json`].
 //!
 //! Reading goes through [`Replay`] with a query for event records: every block's
-//! checksums and chain link are checked, every record decoded into an owned
-//! [`Record`](blackbox_replay::Record) (a JSON payload parsed into a
-//! `serde_json::Value`), and its content hash computed. The window query adds
+//! checksums and chain link are checked, and every record decoded in place
+//! ([`Replay::next_view`]: kind and payload borrowed, a JSON payload handed out as its
+//! text, unparsed, as every peer hands out bytes; no content hash). The window query adds
 //! [`Query::kind`] and [`Query::since`]/[`Query::until`]: the read finds the window's
 //! first record through the footers' sparse time index, reads from the start of that
 //! record's segment (where the dictionary is), and decodes every record of the window.
@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use blackbox::{Config, Durability, Event, ManualClock, Recorder};
-use blackbox_replay::{Body, Payload, Query, RecordType, Replay};
+use blackbox_replay::{BodyRef, Query, RecordType, Replay};
 
 use crate::Result;
 use crate::harness::{Contender, Description};
@@ -116,19 +116,17 @@ impl Contender for RecorderRow {
     }
 }
 
-/// Tallies the events `query` selects.
+/// Tallies the events `query` selects, each decoded in place (its kind and payload
+/// borrowed from the block it was read from, as every peer hands out bytes).
 fn tally(dir: &Path, query: &Query) -> Result<Tally> {
     let mut tally = Tally::default();
-    for record in Replay::open(dir, query)? {
+    let mut replay = Replay::open(dir, query)?;
+    while let Some(record) = replay.next_view() {
         let record = record?;
-        let Body::Event(event) = &record.body else {
+        let BodyRef::Event(event) = &record.body else {
             return Err(format!("record {} is not an event", record.seq).into());
         };
-        match &event.payload {
-            Payload::Raw(bytes) => tally.add_named(&event.kind, record.ts_ns, bytes)?,
-            Payload::Json(value) => tally.add_parsed(&event.kind, record.ts_ns, value)?,
-            Payload::None => tally.add_named(&event.kind, record.ts_ns, &[])?,
-        }
+        tally.add_named(event.kind, record.ts_ns, event.payload.bytes())?;
     }
     Ok(tally)
 }
