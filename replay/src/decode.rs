@@ -610,9 +610,9 @@ impl EventRef<'_> {
 /// so that interned ids resolve to names.
 ///
 /// A decoder must see the dictionary in force before the first record it decodes: feed
-/// it every record from the start of a segment that opens with a dictionary record (the
-/// recorder's segment preamble holds the whole dictionary), or from seq 0. [`Replay`]
-/// does this for any range.
+/// it ([`Decoder::learn`]) every dictionary record from the start of a segment that
+/// opens with one (the recorder's segment preamble holds the whole dictionary), or from
+/// seq 0. [`Replay`] does this for any range.
 ///
 /// [`Replay`]: crate::Replay
 #[derive(Debug, Default, Clone)]

@@ -16,9 +16,11 @@ use crate::query::{Order, Query};
 /// An iterator of the typed records a [`Query`] selects, in log order or in the order
 /// they happened ([`Order`]).
 ///
-/// Interned names resolve even when the range starts mid-log: the read starts at the
-/// last segment at or before the range's start that opens with the dictionary (every
-/// segment the recorder starts does) and folds the dictionary records on the way.
+/// Interned names resolve even when the range starts mid-log: the names are those of
+/// the last segment at or before the range's start that opens with the dictionary
+/// (every segment the recorder starts does), with the dictionary records written after
+/// it, found through the tag index; the range itself is read from the block that holds
+/// its start, found through the footer's sparse index.
 /// The whole log's structure (every segment's header and footer, and their continuity)
 /// is checked at open; every block read passes its frame checksums and its chain link
 /// (unless the log is keyed and the query has no key). The first error ends the iteration.
@@ -164,8 +166,9 @@ impl Replay {
     }
 
     /// How many records this read has taken from the log so far (both passes, with
-    /// [`Order::Happened`]), the dictionary records before the range included, the
-    /// blocks a query by kind skips excluded: what a bounded read costs.
+    /// [`Order::Happened`]), the records of the blocks read for the names before the
+    /// range included, the blocks the tag index lets a read skip excluded: what a
+    /// bounded read costs.
     pub fn records_read(&self) -> u64 {
         self.first_pass_read + self.scan.read + self.late_reader.as_ref().map_or(0, |l| l.read)
     }
@@ -405,11 +408,28 @@ impl Scan {
             }
         }
         let dict_start = dictionary_start(&reader, &segments, scan.start)?;
+        if dict_start < scan.start {
+            // The names in use at the range's start: the dictionary the segment opens
+            // with and every dictionary record after it. Those are untagged, like every
+            // record but an event (tagged with its kind): the blocks of sealed segments
+            // that hold only events are passed over by the tag index, unread.
+            let before = reader
+                .records(Seq(dict_start)..Seq(scan.start))?
+                .with_tags([]);
+            for raw in before {
+                let raw = raw?;
+                scan.read += 1;
+                scan.learn_before(&raw)?;
+            }
+        }
         let hi = match query.to_seq {
             Some(to) => Bound::Included(Seq(to)),
             None => Bound::Unbounded,
         };
-        scan.records = Some(reader.records((Bound::Included(Seq(dict_start)), hi))?);
+        // From the block that holds the range's start, found through the footer's
+        // sparse index, whose entries carry the link before their block: the chain is
+        // verified from there.
+        scan.records = Some(reader.records((Bound::Included(Seq(scan.start)), hi))?);
         if query.selects_by_kind() {
             scan.tag_kinds();
         }
@@ -452,6 +472,21 @@ impl Scan {
 
     /// The next record the query selects, its names learned (decode it with
     /// `self.decoder`).
+    /// Learns from a record before the range's start: its names, its policy, its
+    /// watermark.
+    fn learn_before(&mut self, raw: &blackbox::LogRecord) -> Result<()> {
+        self.note_watermark(raw);
+        self.decoder.learn(raw)
+    }
+
+    fn note_watermark(&mut self, raw: &blackbox::LogRecord) {
+        if raw.record_type() == codec::ACCOUNTING
+            && let Some(w) = codec::accounting_watermark_ns(raw.payload())
+        {
+            self.watermark_ns = self.watermark_ns.max(w);
+        }
+    }
+
     fn next_record(&mut self) -> Result<Option<blackbox::LogRecord>> {
         loop {
             if self.tagged_names.is_some() {
@@ -463,14 +498,12 @@ impl Scan {
             };
             let raw = raw?;
             self.read += 1;
-            if raw.record_type() == codec::ACCOUNTING
-                && let Some(w) = codec::accounting_watermark_ns(raw.payload())
-            {
-                self.watermark_ns = self.watermark_ns.max(w);
+            if raw.seq().0 >= self.start {
+                self.note_watermark(&raw);
             }
             let seq = raw.seq().0;
             if seq < self.start {
-                self.decoder.learn(&raw)?;
+                self.learn_before(&raw)?;
                 continue;
             }
             self.last_seen = Some(seq);
