@@ -5,7 +5,7 @@ use std::ops::Bound;
 use std::path::Path;
 
 use blackbox::codec;
-use blackbox::log::{ReaderOptions, Records, SegmentEntry};
+use blackbox::log::{ReaderOptions, Records};
 use blackbox::{LogReader, Seq};
 
 use crate::decode::{Decoder, Record, RecordRef, RecordType};
@@ -407,7 +407,7 @@ impl Scan {
                 None => return Ok(scan),
             }
         }
-        let dict_start = dictionary_start(&reader, &segments, scan.start)?;
+        let dict_start = blackbox::dictionary_start(&reader, &segments, scan.start)?;
         if dict_start < scan.start {
             // The names in use at the range's start: the dictionary the segment opens
             // with and every dictionary record after it. Those are untagged, like every
@@ -585,25 +585,6 @@ impl Scan {
         Ok(self.query.time_selected(record.happened_ns())
             && self.query.kind_selected(record.kind()))
     }
-}
-
-/// The first seq of the last segment at or before the one holding `start` that opens
-/// with a dictionary record (or of the first segment): reading from there resolves
-/// every name in use at `start`.
-fn dictionary_start(reader: &LogReader, segments: &[SegmentEntry], start: u64) -> Result<u64> {
-    let holding = segments
-        .partition_point(|s| s.first_seq <= start)
-        .saturating_sub(1);
-    for j in (1..=holding).rev() {
-        let first = segments[j].first_seq;
-        if let Some(r) = reader.records(Seq(first)..=Seq(first))?.next() {
-            let r = r?;
-            if r.record_type() == codec::DICTIONARY {
-                return Ok(first);
-            }
-        }
-    }
-    Ok(segments.first().map_or(0, |s| s.first_seq))
 }
 
 /// Folds the records `query` selects, in the query's order (log order by default),
