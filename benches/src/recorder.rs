@@ -8,18 +8,19 @@
 //! recorded with [`Event::raw`], JSON ones with [`Event::json`].
 //!
 //! Reading goes through [`Replay`] with a query for event records: every block's
-//! checksums and chain link are checked, every record decoded into an owned
-//! [`Record`](blackbox_replay::Record) (a JSON payload parsed into a
-//! `serde_json::Value`), and its content hash computed. The window query adds
+//! checksums and chain link are checked, and every record decoded in place
+//! ([`Replay::next_view`]: kind and payload borrowed, a JSON payload handed out as its
+//! text, unparsed, as every peer hands out bytes; no content hash). The window query adds
 //! [`Query::kind`] and [`Query::since`]/[`Query::until`]: the read finds the window's
-//! first record through the footers' sparse time index, reads from the start of that
-//! record's segment (where the dictionary is), and decodes every record of the window.
+//! first record through the footers' sparse time index, learns the names in use there
+//! (the segment's preamble and the blocks holding a non-event record, through the tag
+//! index), reads from the window's first block on, and decodes the events of the kind.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use blackbox::{Config, Durability, Event, ManualClock, Recorder};
-use blackbox_replay::{Body, Payload, Query, RecordType, Replay};
+use blackbox_replay::{BodyRef, Query, RecordType, Replay};
 
 use crate::Result;
 use crate::harness::{Contender, Description};
@@ -30,7 +31,7 @@ use crate::workload::{Tally, WindowQuery, Workload};
 pub const SYNC_EVERY: usize = 1_000;
 
 const INTEGRITY: &str = "crc32c per record, blake3 chain per block; checked by `Replay`";
-const WINDOW_PATH: &str = "`Replay` with `Query::kind` and `since`/`until`: finds the window's first record by time through the segment footers' sparse index, reads from the start of that segment (for its dictionary), and decodes every record of the window, keeping those of the kind";
+const WINDOW_PATH: &str = "`Replay` with `Query::kind` and `since`/`until`: finds the window's first record by time through the segment footers' sparse index, learns the names from the segment's preamble and the blocks the tag index says hold a non-event record, reads from the window's block on (to the first watermark past the window), and decodes the events of the kind, passing over the others by their header";
 
 /// One recorder row.
 #[derive(Debug, Clone, Copy)]
@@ -116,19 +117,17 @@ impl Contender for RecorderRow {
     }
 }
 
-/// Tallies the events `query` selects.
+/// Tallies the events `query` selects, each decoded in place (its kind and payload
+/// borrowed from the block it was read from, as every peer hands out bytes).
 fn tally(dir: &Path, query: &Query) -> Result<Tally> {
     let mut tally = Tally::default();
-    for record in Replay::open(dir, query)? {
+    let mut replay = Replay::open(dir, query)?;
+    while let Some(record) = replay.next_view() {
         let record = record?;
-        let Body::Event(event) = &record.body else {
+        let BodyRef::Event(event) = &record.body else {
             return Err(format!("record {} is not an event", record.seq).into());
         };
-        match &event.payload {
-            Payload::Raw(bytes) => tally.add_named(&event.kind, record.ts_ns, bytes)?,
-            Payload::Json(value) => tally.add_parsed(&event.kind, record.ts_ns, value)?,
-            Payload::None => tally.add_named(&event.kind, record.ts_ns, &[])?,
-        }
+        tally.add_named(event.kind, record.ts_ns, event.payload.bytes())?;
     }
     Ok(tally)
 }

@@ -74,7 +74,9 @@ pub use config::{Config, Overflow};
 pub use delta::WorkingDelta;
 pub use error::{Error, Result};
 pub use event::Event;
-pub use names::{DictionaryFold, NAMES_PER_LOG_MAX, NameLimitError, VALUES_PER_EVENT_MAX};
+pub use names::{
+    DictionaryFold, NAMES_PER_LOG_MAX, NameLimitError, VALUES_PER_EVENT_MAX, dictionary_start,
+};
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
 pub use recorder::{KB_DIR, Recorder};
 pub use working::{CHANGE_BYTES as WORKING_CHANGE_BYTES, DELTA_OVERHEAD_BYTES, WorkingMemory};

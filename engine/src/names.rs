@@ -228,6 +228,37 @@ impl Interner {
     }
 }
 
+/// The first seq of the last segment at or before the one holding `seq` whose first
+/// record is a dictionary record, or of the log's first segment: folding the
+/// dictionary records from there up to `seq` gives every name in use at `seq`. Every
+/// segment the recorder starts opens with its preamble, whose first record is the whole
+/// dictionary, so this is usually the segment holding `seq`; a segment that opens
+/// otherwise (a log another writer started) is walked back over. The one rule for where
+/// the names start, for the recorder restoring a log and for replay's range reads.
+/// Reads the first record of each segment it walks back over.
+///
+/// # Errors
+///
+/// The log's, reading a segment's first record: damage, I/O.
+pub fn dictionary_start(
+    reader: &blackbox_log::LogReader,
+    segments: &[blackbox_log::SegmentEntry],
+    seq: u64,
+) -> blackbox_log::Result<u64> {
+    let holding = segments
+        .partition_point(|s| s.first_seq <= seq)
+        .saturating_sub(1);
+    for segment in segments.iter().take(holding + 1).skip(1).rev() {
+        let first = blackbox_log::Seq(segment.first_seq);
+        if let Some(r) = reader.records(first..=first)?.next()
+            && r?.record_type() == crate::codec::DICTIONARY
+        {
+            return Ok(first.0);
+        }
+    }
+    Ok(segments.first().map_or(0, |s| s.first_seq))
+}
+
 /// The dictionary in force, folded from dictionary records in log order, with the
 /// rules every reader applies (the recorder restoring its state on open, and replay's
 /// decoder): an id is from 1 to [`NAMES_PER_LOG_MAX`], a name is 1 to 256 bytes, and

@@ -29,7 +29,8 @@ pub(crate) struct Restored {
 
 /// Restores the dictionary, the accounting totals and the working memory from the log,
 /// reading back from the last segment: to the last segment that opens with the
-/// dictionary (or the first) for the names; to the last segment that holds an
+/// dictionary (or the first: [`dictionary_start`](crate::names::dictionary_start)) for
+/// the names; to the last segment that holds an
 /// accounting snapshot (or the first) for the totals, folding the accounting records
 /// from its last snapshot on; and as far as the last checkpoint, whose memory the
 /// working-memory deltas after it are then folded into (reading forward from it): the
@@ -42,6 +43,8 @@ pub(crate) fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Res
     let mut accounting_done = false;
     let mut checkpoint_done = !restore_working;
     let mut checkpoint = None;
+    // The names are folded from the last segment that opens with the dictionary.
+    let dict_start = crate::names::dictionary_start(&reader, &segments, u64::MAX)?;
     // Per segment read, newest first: its dictionary entries and accounting records.
     let mut dict_segments: Vec<Vec<(u64, u32, String)>> = Vec::new();
     let mut accounting_segments: Vec<Vec<blackbox_log::LogRecord>> = Vec::new();
@@ -52,19 +55,15 @@ pub(crate) fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Res
         let end = segments.get(i + 1).map(|s| s.first_seq);
         let mut seg_dict = Vec::new();
         let mut seg_accounting = Vec::new();
-        let mut opens_with_dict = false;
         let mut holds_snapshot = false;
         let mut last_checkpoint = None;
         let range = match end {
             Some(end) => reader.records(Seq(seg.first_seq)..Seq(end))?,
             None => reader.records(Seq(seg.first_seq)..)?,
         };
-        for (n, r) in range.enumerate() {
+        for r in range {
             let r = r?;
             let t = r.record_type();
-            if n == 0 {
-                opens_with_dict = t == codec::DICTIONARY;
-            }
             if t == codec::DICTIONARY && !dict_done {
                 let seq = r.seq().0;
                 let d =
@@ -96,7 +95,7 @@ pub(crate) fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Res
         }
         if !dict_done {
             dict_segments.push(seg_dict);
-            dict_done = opens_with_dict || i == 0;
+            dict_done = seg.first_seq <= dict_start;
         }
         if !accounting_done {
             accounting_segments.push(seg_accounting);

@@ -241,3 +241,63 @@ fn many_names_do_not_make_a_segment_of_every_event() {
     let recs = common::read_log(dir.path());
     assert_eq!(common::count_events(&recs, "robot.tick", "full"), 200);
 }
+
+/// Where the names in use at a seq start ([`blackbox::dictionary_start`], the one rule
+/// the recorder's restore and replay's reads share): the last segment at or before the
+/// seq's that opens with a dictionary record, or the first. Checked against the types
+/// written, segment by segment, over a log whose segments open with a dictionary record
+/// only sometimes.
+#[test]
+fn names_start_at_the_last_segment_that_opens_with_the_dictionary() {
+    use blackbox::log::{Log, LogOptions, LogReader, Record, RecordType, list_segments};
+    use blackbox::{codec, dictionary_start};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open(
+        dir.path(),
+        LogOptions::new()
+            .segment_bytes_max(4096)
+            .block_bytes_max(512),
+    )
+    .unwrap();
+    // Record i's type: a dictionary record at every 7th, else an event (the payload
+    // is not read).
+    let payload = [0u8; 300];
+    let types: Vec<RecordType> = (0..200)
+        .map(|i| {
+            if i % 7 == 0 {
+                codec::DICTIONARY
+            } else {
+                codec::EVENT
+            }
+        })
+        .collect();
+    for (i, t) in types.iter().enumerate() {
+        log.append(Record::new(*t, 1_000 + i as u64, &payload))
+            .unwrap();
+    }
+    log.close().unwrap();
+    let segments = list_segments(dir.path()).unwrap();
+    assert!(segments.len() > 10, "{} segments", segments.len());
+    let firsts: Vec<u64> = segments.iter().map(|s| s.first_seq).collect();
+    let reader = LogReader::open(dir.path()).unwrap();
+    let mut walked_back = false;
+    for seq in 0..types.len() as u64 {
+        // By hand: the segment holding seq, then back while its first record is not a
+        // dictionary record.
+        let mut k = firsts.iter().rposition(|&f| f <= seq).unwrap();
+        while k > 0 && types[usize::try_from(firsts[k]).unwrap()] != codec::DICTIONARY {
+            k -= 1;
+        }
+        walked_back |= firsts.iter().rposition(|&f| f <= seq).unwrap() != k;
+        assert_eq!(
+            dictionary_start(&reader, &segments, seq).unwrap(),
+            firsts[k],
+            "seq {seq}"
+        );
+    }
+    assert!(
+        walked_back,
+        "some segment does not open with the dictionary"
+    );
+}

@@ -371,13 +371,248 @@ pub fn record_hash(seq: u64, ts_ns: u64, record_type: u16, payload: &[u8]) -> [u
     *h.finalize().as_bytes()
 }
 
+/// A record decoded in place ([`Decoder::view`], [`Replay::next_view`]): what every
+/// record has, and its content borrowed from the log's block buffer and the decoder's
+/// names. An event's kind, source and payload are borrowed and its values read as they
+/// are iterated; the rarer types (summaries, accounting, checkpoints, ...) are decoded
+/// into their owned form. [`RecordRef::into_owned`] gives the [`Record`].
+///
+/// [`Replay::next_view`]: crate::Replay::next_view
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordRef<'a> {
+    /// The record's seq.
+    pub seq: u64,
+    /// The log's timestamp (ns since the epoch): when the record was written.
+    pub ts_ns: u64,
+    tag: u16,
+    payload: &'a [u8],
+    /// The typed content.
+    pub body: BodyRef<'a>,
+}
+
+impl<'a> RecordRef<'a> {
+    /// The record's type; `None` for a type tag the recorder does not write.
+    pub fn record_type(&self) -> Option<RecordType> {
+        RecordType::from_tag(blackbox::log::RecordType(self.tag))
+    }
+
+    /// When what the record describes happened, as [`Record::happened_ns`].
+    pub fn happened_ns(&self) -> u64 {
+        match &self.body {
+            BodyRef::Event(e) => e.recorded_ns,
+            _ => self.ts_ns,
+        }
+    }
+
+    /// The kind the record is about, as [`Record::kind`].
+    pub fn kind(&self) -> Option<&str> {
+        match &self.body {
+            BodyRef::Event(e) => Some(e.kind),
+            BodyRef::Summary(s) => Some(&s.kind),
+            BodyRef::Incident(i) => Some(&i.trigger_kind),
+            _ => None,
+        }
+    }
+
+    /// The record's content hash ([`record_hash`]), computed when asked for.
+    pub fn hash(&self) -> [u8; 32] {
+        record_hash(self.seq, self.ts_ns, self.tag, self.payload)
+    }
+
+    /// The record's payload bytes as the log holds them.
+    pub fn raw_payload(&self) -> &'a [u8] {
+        self.payload
+    }
+
+    /// The owned form: names and bytes copied, a JSON payload parsed, the content hash
+    /// computed.
+    pub fn into_owned(self) -> Record {
+        let hash = self.hash();
+        let body = match self.body {
+            BodyRef::Event(e) => Body::Event(e.to_owned_event()),
+            BodyRef::Summary(s) => Body::Summary(s),
+            BodyRef::Accounting(a) => Body::Accounting(a),
+            BodyRef::Checkpoint(c) => Body::Checkpoint(c),
+            BodyRef::Kb(k) => Body::Kb(k),
+            BodyRef::Incident(i) => Body::Incident(i),
+            BodyRef::Dictionary(d) => Body::Dictionary(d),
+            BodyRef::Recovery(r) => Body::Recovery(r),
+            BodyRef::Working(w) => Body::Working(w),
+            BodyRef::Policy(text) => Body::Policy(text.to_owned()),
+            BodyRef::Unknown {
+                record_type,
+                payload,
+            } => Body::Unknown {
+                record_type,
+                payload: payload.to_vec(),
+            },
+        };
+        Record {
+            seq: self.seq,
+            ts_ns: self.ts_ns,
+            hash,
+            body,
+        }
+    }
+}
+
+/// A record's typed content, decoded in place ([`RecordRef`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum BodyRef<'a> {
+    /// An event, borrowed.
+    Event(EventRef<'a>),
+    /// One summary window of one kind.
+    Summary(Summary),
+    /// Per-kind running totals.
+    Accounting(Accounting),
+    /// A working-memory checkpoint.
+    Checkpoint(Checkpoint),
+    /// A knowledge-base commit.
+    Kb(KbCommit),
+    /// An incident marker.
+    Incident(Incident),
+    /// Interned names.
+    Dictionary(Dictionary),
+    /// A torn tail cut when the log was opened.
+    Recovery(Recovery),
+    /// Working-memory changes at one time.
+    Working(WorkingDelta),
+    /// The retention policy in force from this record on (TOML text), borrowed.
+    Policy(&'a str),
+    /// A type tag the recorder does not write, its payload borrowed.
+    Unknown {
+        /// The type tag.
+        record_type: u16,
+        /// The payload bytes.
+        payload: &'a [u8],
+    },
+}
+
+/// An event's payload, borrowed and unparsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadRef<'a> {
+    /// The event has none.
+    None,
+    /// Text recorded as JSON, as stored (the recorder does not parse it, so it may not
+    /// be valid JSON: [`PayloadRef::to_payload`] says).
+    Json(&'a [u8]),
+    /// Opaque bytes.
+    Raw(&'a [u8]),
+}
+
+impl<'a> PayloadRef<'a> {
+    /// The payload's bytes (empty for none).
+    pub fn bytes(&self) -> &'a [u8] {
+        match *self {
+            PayloadRef::None => &[],
+            PayloadRef::Json(b) | PayloadRef::Raw(b) => b,
+        }
+    }
+
+    /// The owned form: JSON text parsed into a [`serde_json::Value`], or kept as raw
+    /// bytes when it is not valid JSON.
+    pub fn to_payload(&self) -> Payload {
+        match *self {
+            PayloadRef::None => Payload::None,
+            PayloadRef::Raw(b) => Payload::Raw(b.to_vec()),
+            PayloadRef::Json(b) => match serde_json::from_slice(b) {
+                Ok(v) => Payload::Json(v),
+                Err(_) => Payload::Raw(b.to_vec()),
+            },
+        }
+    }
+}
+
+/// An event's numeric values in place: (name, value) pairs in the order recorded, each
+/// name resolved as it is iterated (every one was checked when the event was decoded).
+#[derive(Clone, Copy)]
+pub struct ValuesRef<'a> {
+    values: codec::Values<'a>,
+    names: &'a DictionaryFold,
+}
+
+impl<'a> ValuesRef<'a> {
+    /// How many values.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The (name, value) pairs in the order recorded.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+        let names = self.names;
+        // `Decoder::view` refused an event with a value name no dictionary names, and
+        // names never leave a dictionary: none is passed over here.
+        self.values
+            .iter()
+            .filter_map(move |(id, v)| names.name(id).map(|n| (n, v)))
+    }
+}
+
+impl std::fmt::Debug for ValuesRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for ValuesRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+/// An event record decoded in place: its kind, source and payload borrowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EventRef<'a> {
+    /// The kind (a dotted name).
+    pub kind: &'a str,
+    /// Who emitted it, if it said.
+    pub source: Option<&'a str>,
+    /// Why it was written: `full`, `sample`, `preroll` or `postroll`.
+    pub tier: WrittenTier,
+    /// How many events it stands for (1 unless sampled).
+    pub weight: f64,
+    /// The recorder's time when it was recorded (ns), as [`Event::recorded_ns`].
+    pub recorded_ns: u64,
+    /// The caller's own time for the event (ns), if it gave one.
+    pub event_time_ns: Option<u64>,
+    /// The payload, unparsed.
+    pub payload: PayloadRef<'a>,
+    /// Numeric values by name, in the order recorded.
+    pub values: ValuesRef<'a>,
+}
+
+impl EventRef<'_> {
+    /// The owned form ([`Event`]): names and bytes copied, a JSON payload parsed.
+    pub fn to_owned_event(&self) -> Event {
+        Event {
+            kind: self.kind.to_owned(),
+            source: self.source.map(str::to_owned),
+            tier: self.tier,
+            weight: self.weight,
+            recorded_ns: self.recorded_ns,
+            event_time_ns: self.event_time_ns,
+            payload: self.payload.to_payload(),
+            values: self
+                .values
+                .iter()
+                .map(|(name, v)| (name.to_owned(), v))
+                .collect(),
+        }
+    }
+}
+
 /// Decodes log records into typed [`Record`]s, folding the dictionary records it meets
 /// so that interned ids resolve to names.
 ///
 /// A decoder must see the dictionary in force before the first record it decodes: feed
-/// it every record from the start of a segment that opens with a dictionary record (the
-/// recorder's segment preamble holds the whole dictionary), or from seq 0. [`Replay`]
-/// does this for any range.
+/// it ([`Decoder::learn`]) every dictionary record from the start of a segment that
+/// opens with one (the recorder's segment preamble holds the whole dictionary), or from
+/// seq 0. [`Replay`] does this for any range.
 ///
 /// [`Replay`]: crate::Replay
 #[derive(Debug, Default, Clone)]
@@ -393,7 +628,8 @@ impl Decoder {
         Decoder::default()
     }
 
-    /// Decodes one record. Dictionary records also extend the names the decoder knows.
+    /// Decodes one record into its owned form. Dictionary records also extend the names
+    /// the decoder knows, policy records the policy it reports.
     ///
     /// # Errors
     ///
@@ -401,36 +637,67 @@ impl Decoder {
     /// id that no dictionary record seen so far names, or a dictionary record gives a
     /// known id another name.
     pub fn decode(&mut self, record: &LogRecord) -> Result<Record> {
+        self.learn(record)?;
+        Ok(self.view(record)?.into_owned())
+    }
+
+    /// Decodes one record in place: the returned view borrows the record's payload and
+    /// this decoder's names, and allocates nothing for an event or a policy. It does not
+    /// learn from the record: feed it to [`Decoder::learn`] first (a dictionary record
+    /// names ids that later records, and its own view, use).
+    ///
+    /// # Errors
+    ///
+    /// As [`Decoder::decode`], but a dictionary record is only checked to be readable.
+    pub fn view<'a>(&'a self, record: &'a LogRecord) -> Result<RecordRef<'a>> {
         let seq = record.seq().0;
         let ts_ns = record.ts_ns();
         let tag = record.record_type();
         let payload = record.payload();
         let body = match RecordType::from_tag(tag) {
-            Some(t) => self.decode_body(t, seq, ts_ns, payload)?,
-            None => Body::Unknown {
+            Some(t) => self.view_body(t, seq, ts_ns, payload)?,
+            None => BodyRef::Unknown {
                 record_type: tag.0,
-                payload: payload.to_vec(),
+                payload,
             },
         };
-        Ok(Record {
+        Ok(RecordRef {
             seq,
             ts_ns,
-            hash: record_hash(seq, ts_ns, tag.0, payload),
+            tag: tag.0,
+            payload,
             body,
         })
     }
 
-    /// Folds a dictionary record into the names without decoding anything else; other
-    /// records are ignored. For skipping the records before a range's start.
+    /// Folds a dictionary record into the names and notes a policy record, without
+    /// decoding anything else; other records are ignored. For skipping the records
+    /// before a range's start, and before [`Decoder::view`].
     ///
     /// # Errors
     ///
-    /// As [`Decoder::decode`], for dictionary records.
+    /// As [`Decoder::decode`], for dictionary and policy records.
     pub fn learn(&mut self, record: &LogRecord) -> Result<()> {
         let t = record.record_type();
-        if t == codec::DICTIONARY || t == codec::POLICY {
-            let r = RecordType::from_tag(t).unwrap_or(RecordType::Dictionary);
-            self.decode_body(r, record.seq().0, record.ts_ns(), record.payload())?;
+        let seq = record.seq().0;
+        let fail = |reason: String| Error::Decode {
+            seq,
+            record_type: t.0,
+            reason,
+        };
+        if t == codec::DICTIONARY {
+            let d = codec::access::<ArchivedDictionaryRecord>(record.payload())
+                .map_err(|e| fail(format!("not a valid dictionary record: {e}")))?;
+            // The recorder's own rules for a dictionary (ids from 1 within the limit,
+            // no id or name given twice), as it applies them when it reopens a log.
+            for e in d.entries.iter() {
+                self.names
+                    .add(e.0.to_native(), e.1.as_str())
+                    .map_err(&fail)?;
+            }
+        } else if t == codec::POLICY {
+            let text = policy_text(record.payload()).map_err(fail)?;
+            self.note_policy(seq, text);
         }
         Ok(())
     }
@@ -455,7 +722,13 @@ impl Decoder {
         self.names.name(id)
     }
 
-    fn decode_body(&mut self, t: RecordType, seq: u64, ts_ns: u64, payload: &[u8]) -> Result<Body> {
+    fn view_body<'a>(
+        &'a self,
+        t: RecordType,
+        seq: u64,
+        ts_ns: u64,
+        payload: &'a [u8],
+    ) -> Result<BodyRef<'a>> {
         let fail = |reason: String| Error::Decode {
             seq,
             record_type: t.tag().0,
@@ -465,31 +738,30 @@ impl Decoder {
             RecordType::Event => {
                 let e = codec::decode_event(payload, ts_ns)
                     .map_err(|why| fail(format!("not a valid event record: {why}")))?;
-                let bytes = e.payload;
                 let payload = match e.encoding {
-                    Encoding::None => Payload::None,
-                    Encoding::Raw => Payload::Raw(bytes.to_vec()),
-                    Encoding::Json => match serde_json::from_slice(bytes) {
-                        Ok(v) => Payload::Json(v),
-                        Err(_) => Payload::Raw(bytes.to_vec()),
-                    },
+                    Encoding::None => PayloadRef::None,
+                    Encoding::Raw => PayloadRef::Raw(e.payload),
+                    Encoding::Json => PayloadRef::Json(e.payload),
                 };
-                let mut values = Vec::with_capacity(e.values.len());
-                for (name, value) in e.values.iter() {
-                    values.push((self.lookup(name, "value name", seq, t)?, value));
+                // Every value's name is checked here, so iterating them finds each one.
+                for (name, _) in e.values.iter() {
+                    self.name_of(name, "value name", seq, t)?;
                 }
-                Body::Event(Event {
-                    kind: self.lookup(e.kind, "kind", seq, t)?,
+                BodyRef::Event(EventRef {
+                    kind: self.name_of(e.kind, "kind", seq, t)?,
                     source: match e.source {
                         0 => None,
-                        id => Some(self.lookup(id, "source", seq, t)?),
+                        id => Some(self.name_of(id, "source", seq, t)?),
                     },
                     tier: e.tier,
                     weight: e.weight,
                     recorded_ns: e.recorded_ns,
                     event_time_ns: e.event_time_ns,
                     payload,
-                    values,
+                    values: ValuesRef {
+                        values: e.values,
+                        names: &self.names,
+                    },
                 })
             }
             RecordType::Summary => {
@@ -497,7 +769,9 @@ impl Decoder {
                     .map_err(|e| fail(format!("not a valid summary record: {e}")))?;
                 let mut values = BTreeMap::new();
                 for v in s.values.iter() {
-                    let name = self.lookup(v.name.to_native(), "value name", seq, t)?;
+                    let name = self
+                        .name_of(v.name.to_native(), "value name", seq, t)?
+                        .to_owned();
                     let count = v.count.to_native();
                     let summary = ValueSummary {
                         count,
@@ -511,8 +785,8 @@ impl Decoder {
                         return Err(fail(format!("value {name:?} appears twice")));
                     }
                 }
-                Body::Summary(Summary {
-                    kind: self.lookup(s.kind.to_native(), "kind", seq, t)?,
+                BodyRef::Summary(Summary {
+                    kind: self.name_of(s.kind.to_native(), "kind", seq, t)?.to_owned(),
                     window_start_ns: s.window_start_ns.to_native(),
                     window_end_ns: s.window_end_ns.to_native(),
                     count: s.count.to_native(),
@@ -524,13 +798,13 @@ impl Decoder {
                     .map_err(|e| fail(format!("not a valid accounting record: {e}")))?;
                 let mut kinds = BTreeMap::new();
                 for e in a.kinds.iter() {
-                    let name = self.lookup(e.0.to_native(), "kind", seq, t)?;
+                    let name = self.name_of(e.0.to_native(), "kind", seq, t)?.to_owned();
                     let counters = e.1.to_counters();
                     if kinds.insert(name.clone(), counters).is_some() {
                         return Err(fail(format!("kind {name:?} appears twice")));
                     }
                 }
-                Body::Accounting(Accounting {
+                BodyRef::Accounting(Accounting {
                     snapshot: a.snapshot,
                     watermark_ns: a.watermark_ns.to_native(),
                     kinds,
@@ -539,14 +813,10 @@ impl Decoder {
             RecordType::Checkpoint => {
                 let working = serde_json::from_slice(payload)
                     .map_err(|e| fail(format!("a checkpoint is a JSON object: {e}")))?;
-                Body::Checkpoint(Checkpoint { working })
+                BodyRef::Checkpoint(Checkpoint { working })
             }
-            RecordType::Working => Body::Working(WorkingDelta::decode(payload).map_err(fail)?),
-            RecordType::Policy => {
-                let text = policy_text(payload).map_err(fail)?;
-                self.note_policy(seq, text);
-                Body::Policy(text.to_owned())
-            }
+            RecordType::Working => BodyRef::Working(WorkingDelta::decode(payload).map_err(fail)?),
+            RecordType::Policy => BodyRef::Policy(policy_text(payload).map_err(fail)?),
             RecordType::Kb => {
                 let commit: serde_json::Value = serde_json::from_slice(payload)
                     .map_err(|e| fail(format!("a knowledge-base commit is a JSON object: {e}")))?;
@@ -556,14 +826,16 @@ impl Decoder {
                             .to_owned(),
                     ));
                 }
-                Body::Kb(KbCommit { commit })
+                BodyRef::Kb(KbCommit { commit })
             }
             RecordType::Incident => {
                 let i = codec::access::<ArchivedIncidentRecord>(payload)
                     .map_err(|e| fail(format!("not a valid incident record: {e}")))?;
-                Body::Incident(Incident {
+                BodyRef::Incident(Incident {
                     trigger_seq: i.trigger_seq.to_native(),
-                    trigger_kind: self.lookup(i.trigger_kind.to_native(), "kind", seq, t)?,
+                    trigger_kind: self
+                        .name_of(i.trigger_kind.to_native(), "kind", seq, t)?
+                        .to_owned(),
                     trigger_ts_ns: i.trigger_ts_ns.to_native(),
                     preroll_start_ns: i.preroll_start_ns.to_native(),
                     postroll_end_ns: i.postroll_end_ns.to_native(),
@@ -573,7 +845,7 @@ impl Decoder {
             RecordType::Recovery => {
                 let r = codec::access::<ArchivedRecoveryRecord>(payload)
                     .map_err(|e| fail(format!("not a valid recovery record: {e}")))?;
-                Body::Recovery(Recovery {
+                BodyRef::Recovery(Recovery {
                     first_lost_seq: r.first_lost_seq.to_native(),
                     torn_bytes: r.torn_bytes.to_native(),
                     segment: r.segment.as_str().to_owned(),
@@ -588,12 +860,7 @@ impl Decoder {
                     .iter()
                     .map(|e| (e.0.to_native(), e.1.as_str().to_owned()))
                     .collect();
-                // The recorder's own rules for a dictionary (ids from 1 within the limit,
-                // no id or name given twice), as it applies them when it reopens a log.
-                for (id, name) in &entries {
-                    self.names.add(*id, name).map_err(&fail)?;
-                }
-                Body::Dictionary(Dictionary { entries })
+                BodyRef::Dictionary(Dictionary { entries })
             }
         };
         Ok(body)
@@ -605,15 +872,12 @@ impl Decoder {
         }
     }
 
-    fn lookup(&self, id: u32, what: &str, seq: u64, t: RecordType) -> Result<String> {
-        self.names
-            .name(id)
-            .map(str::to_owned)
-            .ok_or_else(|| Error::Decode {
-                seq,
-                record_type: t.tag().0,
-                reason: format!("its {what} id {id} is named by no dictionary record before it"),
-            })
+    fn name_of(&self, id: u32, what: &str, seq: u64, t: RecordType) -> Result<&str> {
+        self.names.name(id).ok_or_else(|| Error::Decode {
+            seq,
+            record_type: t.tag().0,
+            reason: format!("its {what} id {id} is named by no dictionary record before it"),
+        })
     }
 }
 

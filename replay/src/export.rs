@@ -9,7 +9,9 @@ use blackbox::LogReader;
 use blackbox::log::ReaderOptions;
 use serde_json::Value;
 
-use crate::decode::{Body, RecordType};
+use blackbox::codec::WrittenTier;
+
+use crate::decode::{Body, BodyRef, Record, RecordRef, RecordType};
 use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
 use crate::json::to_json;
@@ -259,36 +261,53 @@ fn export_upto(
     } else {
         (Weights::default(), Rows::None)
     };
-    while let Some(item) = source.next() {
-        let r = match item? {
-            Salvaged::Record(r) => r,
-            Salvaged::Lost(loss) => {
-                manifest.lost.push(loss);
-                continue;
-            }
-            Salvaged::Undecodable { seq, reason } => {
-                manifest.undecodable.push((seq, reason));
-                continue;
-            }
+    loop {
+        // A range read's rows are decoded in place; a salvage's are owned.
+        let owned;
+        let r = match &mut source {
+            Rows::Replay(replay) => match replay.next_view() {
+                Some(r) => Row::View(r?),
+                None => break,
+            },
+            Rows::Salvage(salvage) => match salvage.next() {
+                Some(Salvaged::Record(r)) => {
+                    owned = r;
+                    Row::Owned(&owned)
+                }
+                Some(Salvaged::Lost(loss)) => {
+                    manifest.lost.push(loss);
+                    continue;
+                }
+                Some(Salvaged::Undecodable { seq, reason }) => {
+                    manifest.undecodable.push((seq, reason));
+                    continue;
+                }
+                None => break,
+            },
+            Rows::None => break,
         };
-        progress(r.seq);
-        let Body::Event(e) = &r.body else { continue };
-        let weight = match weights.weight(r.seq, &e.kind, e.tier, e.weight) {
+        let seq = r.seq();
+        progress(seq);
+        let Some((kind, tier, recorded_weight)) = r.event() else {
+            continue;
+        };
+        let weight = match weights.weight(seq, kind, tier, recorded_weight) {
             Some(w) => w,
             None if options.include_unweighted => 1.0,
             None => {
-                let x = manifest
-                    .excluded
-                    .entry(e.kind.clone())
-                    .or_insert_with(|| Excluded {
-                        rows: 0,
-                        reason: unweighted_reason(weights.unweighted().get(&e.kind)),
-                    });
-                x.rows += 1;
+                match manifest.excluded.get_mut(kind) {
+                    Some(x) => x.rows += 1,
+                    None => {
+                        let reason = unweighted_reason(weights.unweighted().get(kind));
+                        manifest
+                            .excluded
+                            .insert(kind.to_owned(), Excluded { rows: 1, reason });
+                    }
+                }
                 continue;
             }
         };
-        let mut row = to_json(&r);
+        let (mut row, hash) = r.json_and_hash();
         if let Value::Object(o) = &mut row {
             o.insert("weight".into(), weight.into());
         }
@@ -296,11 +315,26 @@ fn export_upto(
         w.write_all(b"\n").map_err(|e| io("write", target, e))?;
         manifest.rows += 1;
         if manifest.first_seq.is_none() {
-            manifest.first_seq = Some(r.seq);
-            manifest.first_hash = Some(r.hash);
+            manifest.first_seq = Some(seq);
+            manifest.first_hash = Some(hash);
         }
-        manifest.last_seq = Some(r.seq);
-        manifest.last_hash = Some(r.hash);
+        manifest.last_seq = Some(seq);
+        manifest.last_hash = Some(hash);
+        match manifest.per_kind.get_mut(kind) {
+            Some(k) => {
+                k.rows += 1;
+                k.weight_sum += weight;
+            }
+            None => {
+                manifest.per_kind.insert(
+                    kind.to_owned(),
+                    KindRows {
+                        rows: 1,
+                        weight_sum: weight,
+                    },
+                );
+            }
+        }
         // Each segment repeats the policy in its preamble: a new entry only when the
         // text changes.
         if let Some((seq, toml)) = source.policy()
@@ -308,12 +342,6 @@ fn export_upto(
         {
             manifest.policies.push((seq, toml.to_owned()));
         }
-        let k = manifest.per_kind.entry(e.kind.clone()).or_insert(KindRows {
-            rows: 0,
-            weight_sum: 0.0,
-        });
-        k.rows += 1;
-        k.weight_sum += weight;
     }
     manifest.accounting = weights.range_accounting().clone();
     manifest.unreconciled = weights.unreconciled().to_vec();
@@ -332,20 +360,52 @@ enum Rows {
 }
 
 impl Rows {
-    fn next(&mut self) -> Option<Result<Salvaged>> {
-        match self {
-            Rows::Replay(r) => r.next().map(|r| r.map(Salvaged::Record)),
-            Rows::Salvage(s) => s.next().map(Ok),
-            Rows::None => None,
-        }
-    }
-
     /// The policy in force at the last row read.
     fn policy(&self) -> Option<(u64, &str)> {
         match self {
             Rows::Replay(r) => r.policy(),
             Rows::Salvage(s) => s.policy(),
             Rows::None => None,
+        }
+    }
+}
+
+/// One record an export reads: decoded in place by a range read, owned from a salvage.
+enum Row<'a> {
+    View(RecordRef<'a>),
+    Owned(&'a Record),
+}
+
+impl Row<'_> {
+    fn seq(&self) -> u64 {
+        match self {
+            Row::View(r) => r.seq,
+            Row::Owned(r) => r.seq,
+        }
+    }
+
+    /// An event's kind, tier and recorded weight; `None` for another record.
+    fn event(&self) -> Option<(&str, WrittenTier, f64)> {
+        match self {
+            Row::View(r) => match &r.body {
+                BodyRef::Event(e) => Some((e.kind, e.tier, e.weight)),
+                _ => None,
+            },
+            Row::Owned(r) => match &r.body {
+                Body::Event(e) => Some((e.kind.as_str(), e.tier, e.weight)),
+                _ => None,
+            },
+        }
+    }
+
+    /// The row as [`to_json`] renders it, and the record's content hash.
+    fn json_and_hash(&self) -> (Value, [u8; 32]) {
+        match self {
+            Row::View(r) => {
+                let hash = r.hash();
+                (r.to_json_with_hash(hash), hash)
+            }
+            Row::Owned(r) => (to_json(r), r.hash),
         }
     }
 }

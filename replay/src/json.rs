@@ -2,7 +2,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::decode::{Body, Event, Payload, Record};
+use crate::decode::{
+    Accounting, Body, BodyRef, Dictionary, Incident, Payload, PayloadRef, Record, RecordRef,
+    RecordType, Recovery, Summary,
+};
 use crate::time::format_time;
 
 /// Lowercase hex of `bytes`.
@@ -50,117 +53,202 @@ pub fn hex(bytes: &[u8]) -> String {
 /// - a type the recorder does not write: `type` is `"unknown"`, with `record_type`
 ///   (the tag) and `payload` in hex.
 pub fn to_json(record: &Record) -> Value {
-    let mut o = Map::new();
-    o.insert("seq".into(), record.seq.into());
-    let happened = record.happened_ns();
-    o.insert("ts".into(), format_time(happened).into());
-    o.insert("ts_ns".into(), happened.into());
-    o.insert("written".into(), format_time(record.ts_ns).into());
-    o.insert("written_ns".into(), record.ts_ns.into());
-    let type_name = record.record_type().map_or("unknown", |t| t.name());
-    o.insert("type".into(), type_name.into());
+    let mut o = header(
+        record.seq,
+        record.happened_ns(),
+        record.ts_ns,
+        record.record_type(),
+    );
     match &record.body {
-        Body::Event(e) => event_fields(&mut o, e),
-        Body::Summary(s) => {
-            o.insert("kind".into(), s.kind.clone().into());
-            o.insert("window_start".into(), format_time(s.window_start_ns).into());
-            o.insert("window_end".into(), format_time(s.window_end_ns).into());
-            o.insert("window_start_ns".into(), s.window_start_ns.into());
-            o.insert("window_end_ns".into(), s.window_end_ns.into());
-            o.insert("count".into(), s.count.into());
-            let values: Map<String, Value> = s
-                .values
-                .iter()
-                .map(|(name, v)| {
-                    let mut value = json!({
-                        "min": v.min,
-                        "max": v.max,
-                        "mean": v.mean,
-                        "sum": v.sum,
-                        "last": v.last,
-                        "count": v.count,
-                    });
-                    if v.sum_overflowed() {
-                        // JSON has no infinity: `sum` is null, and this says why.
-                        value["sum_overflow"] = true.into();
-                    }
-                    (name.clone(), value)
-                })
-                .collect();
-            o.insert("values".into(), Value::Object(values));
-        }
-        Body::Accounting(a) => {
-            let kinds: Map<String, Value> = a
-                .kinds
-                .iter()
-                .map(|(kind, c)| (kind.clone(), counters_json(c)))
-                .collect();
-            o.insert("snapshot".into(), Value::Bool(a.snapshot));
-            o.insert(
-                "watermark_ns".into(),
-                if a.watermark_ns == 0 {
-                    Value::Null
-                } else {
-                    Value::from(a.watermark_ns)
-                },
-            );
-            o.insert("kinds".into(), Value::Object(kinds));
-        }
+        Body::Event(e) => event_fields(
+            &mut o,
+            EventFields {
+                kind: &e.kind,
+                tier: e.tier,
+                weight: e.weight,
+                source: e.source.as_deref(),
+                payload: payload_json(&e.payload),
+                values: e.values.iter().map(|(n, v)| (n.as_str(), *v)),
+                recorded_ns: e.recorded_ns,
+                event_time_ns: e.event_time_ns,
+            },
+        ),
+        Body::Summary(s) => summary_fields(&mut o, s),
+        Body::Accounting(a) => accounting_fields(&mut o, a),
         Body::Checkpoint(c) => {
             o.insert("working".into(), Value::Object(c.working.clone()));
         }
         Body::Policy(toml) => {
-            o.insert("toml".into(), toml.clone().into());
+            o.insert("toml".into(), toml.as_str().into());
         }
-        Body::Working(d) => {
-            o.insert("set".into(), Value::Object(d.set.clone()));
-            o.insert(
-                "del".into(),
-                Value::Array(d.del.iter().cloned().map(Value::from).collect()),
-            );
-        }
+        Body::Working(d) => working_fields(&mut o, d),
         Body::Kb(k) => {
             o.insert("commit".into(), k.commit.clone());
         }
-        Body::Incident(i) => {
-            o.insert("kind".into(), i.trigger_kind.clone().into());
-            o.insert("trigger_kind".into(), i.trigger_kind.clone().into());
-            o.insert("trigger_seq".into(), i.trigger_seq.into());
-            o.insert("trigger_ts".into(), format_time(i.trigger_ts_ns).into());
-            o.insert("trigger_ts_ns".into(), i.trigger_ts_ns.into());
-            o.insert(
-                "preroll_start".into(),
-                format_time(i.preroll_start_ns).into(),
-            );
-            o.insert("preroll_start_ns".into(), i.preroll_start_ns.into());
-            o.insert("postroll_end".into(), format_time(i.postroll_end_ns).into());
-            o.insert("postroll_end_ns".into(), i.postroll_end_ns.into());
-            o.insert("preroll_events".into(), i.preroll_events.into());
-        }
-        Body::Dictionary(d) => {
-            let entries: Map<String, Value> = d
-                .entries
-                .iter()
-                .map(|(id, name)| (id.to_string(), name.clone().into()))
-                .collect();
-            o.insert("entries".into(), Value::Object(entries));
-        }
-        Body::Recovery(r) => {
-            o.insert("first_lost_seq".into(), r.first_lost_seq.into());
-            o.insert("torn_bytes".into(), r.torn_bytes.into());
-            o.insert("segment".into(), r.segment.clone().into());
-            o.insert("detail".into(), r.detail.clone().into());
-        }
+        Body::Incident(i) => incident_fields(&mut o, i),
+        Body::Dictionary(d) => dictionary_fields(&mut o, d),
+        Body::Recovery(r) => recovery_fields(&mut o, r),
         Body::Unknown {
             record_type,
             payload,
-        } => {
-            o.insert("record_type".into(), (*record_type).into());
-            o.insert("payload".into(), hex(payload).into());
-        }
+        } => unknown_fields(&mut o, *record_type, payload),
     }
     o.insert("hash".into(), hex(&record.hash).into());
     Value::Object(o)
+}
+
+impl RecordRef<'_> {
+    /// The record as the JSON object [`to_json`] gives for its owned form, built from
+    /// the borrowed record (a JSON payload is parsed here, into the output).
+    pub fn to_json(&self) -> Value {
+        self.to_json_with_hash(self.hash())
+    }
+
+    /// As [`RecordRef::to_json`], with the record's content hash already computed.
+    pub(crate) fn to_json_with_hash(&self, hash: [u8; 32]) -> Value {
+        let mut o = header(self.seq, self.happened_ns(), self.ts_ns, self.record_type());
+        match &self.body {
+            BodyRef::Event(e) => event_fields(
+                &mut o,
+                EventFields {
+                    kind: e.kind,
+                    tier: e.tier,
+                    weight: e.weight,
+                    source: e.source,
+                    payload: payload_ref_json(e.payload),
+                    values: e.values.iter(),
+                    recorded_ns: e.recorded_ns,
+                    event_time_ns: e.event_time_ns,
+                },
+            ),
+            BodyRef::Summary(s) => summary_fields(&mut o, s),
+            BodyRef::Accounting(a) => accounting_fields(&mut o, a),
+            BodyRef::Checkpoint(c) => {
+                o.insert("working".into(), Value::Object(c.working.clone()));
+            }
+            BodyRef::Policy(toml) => {
+                o.insert("toml".into(), (*toml).into());
+            }
+            BodyRef::Working(d) => working_fields(&mut o, d),
+            BodyRef::Kb(k) => {
+                o.insert("commit".into(), k.commit.clone());
+            }
+            BodyRef::Incident(i) => incident_fields(&mut o, i),
+            BodyRef::Dictionary(d) => dictionary_fields(&mut o, d),
+            BodyRef::Recovery(r) => recovery_fields(&mut o, r),
+            BodyRef::Unknown {
+                record_type,
+                payload,
+            } => unknown_fields(&mut o, *record_type, payload),
+        }
+        o.insert("hash".into(), hex(&hash).into());
+        Value::Object(o)
+    }
+}
+
+/// The fields every record has, but its hash.
+fn header(seq: u64, happened: u64, ts_ns: u64, t: Option<RecordType>) -> Map<String, Value> {
+    let mut o = Map::new();
+    o.insert("seq".into(), seq.into());
+    o.insert("ts".into(), format_time(happened).into());
+    o.insert("ts_ns".into(), happened.into());
+    o.insert("written".into(), format_time(ts_ns).into());
+    o.insert("written_ns".into(), ts_ns.into());
+    let type_name = t.map_or("unknown", |t| t.name());
+    o.insert("type".into(), type_name.into());
+    o
+}
+
+fn summary_fields(o: &mut Map<String, Value>, s: &Summary) {
+    o.insert("kind".into(), s.kind.clone().into());
+    o.insert("window_start".into(), format_time(s.window_start_ns).into());
+    o.insert("window_end".into(), format_time(s.window_end_ns).into());
+    o.insert("window_start_ns".into(), s.window_start_ns.into());
+    o.insert("window_end_ns".into(), s.window_end_ns.into());
+    o.insert("count".into(), s.count.into());
+    let values: Map<String, Value> = s
+        .values
+        .iter()
+        .map(|(name, v)| {
+            let mut value = json!({
+                "min": v.min,
+                "max": v.max,
+                "mean": v.mean,
+                "sum": v.sum,
+                "last": v.last,
+                "count": v.count,
+            });
+            if v.sum_overflowed() {
+                // JSON has no infinity: `sum` is null, and this says why.
+                value["sum_overflow"] = true.into();
+            }
+            (name.clone(), value)
+        })
+        .collect();
+    o.insert("values".into(), Value::Object(values));
+}
+
+fn accounting_fields(o: &mut Map<String, Value>, a: &Accounting) {
+    let kinds: Map<String, Value> = a
+        .kinds
+        .iter()
+        .map(|(kind, c)| (kind.clone(), counters_json(c)))
+        .collect();
+    o.insert("snapshot".into(), Value::Bool(a.snapshot));
+    o.insert(
+        "watermark_ns".into(),
+        if a.watermark_ns == 0 {
+            Value::Null
+        } else {
+            Value::from(a.watermark_ns)
+        },
+    );
+    o.insert("kinds".into(), Value::Object(kinds));
+}
+
+fn working_fields(o: &mut Map<String, Value>, d: &blackbox::WorkingDelta) {
+    o.insert("set".into(), Value::Object(d.set.clone()));
+    o.insert(
+        "del".into(),
+        Value::Array(d.del.iter().cloned().map(Value::from).collect()),
+    );
+}
+
+fn incident_fields(o: &mut Map<String, Value>, i: &Incident) {
+    o.insert("kind".into(), i.trigger_kind.clone().into());
+    o.insert("trigger_kind".into(), i.trigger_kind.clone().into());
+    o.insert("trigger_seq".into(), i.trigger_seq.into());
+    o.insert("trigger_ts".into(), format_time(i.trigger_ts_ns).into());
+    o.insert("trigger_ts_ns".into(), i.trigger_ts_ns.into());
+    o.insert(
+        "preroll_start".into(),
+        format_time(i.preroll_start_ns).into(),
+    );
+    o.insert("preroll_start_ns".into(), i.preroll_start_ns.into());
+    o.insert("postroll_end".into(), format_time(i.postroll_end_ns).into());
+    o.insert("postroll_end_ns".into(), i.postroll_end_ns.into());
+    o.insert("preroll_events".into(), i.preroll_events.into());
+}
+
+fn dictionary_fields(o: &mut Map<String, Value>, d: &Dictionary) {
+    let entries: Map<String, Value> = d
+        .entries
+        .iter()
+        .map(|(id, name)| (id.to_string(), name.clone().into()))
+        .collect();
+    o.insert("entries".into(), Value::Object(entries));
+}
+
+fn recovery_fields(o: &mut Map<String, Value>, r: &Recovery) {
+    o.insert("first_lost_seq".into(), r.first_lost_seq.into());
+    o.insert("torn_bytes".into(), r.torn_bytes.into());
+    o.insert("segment".into(), r.segment.clone().into());
+    o.insert("detail".into(), r.detail.clone().into());
+}
+
+fn unknown_fields(o: &mut Map<String, Value>, record_type: u16, payload: &[u8]) {
+    o.insert("record_type".into(), record_type.into());
+    o.insert("payload".into(), hex(payload).into());
 }
 
 /// A set of counters as `{seen, kept, sampled_out, summarized, dropped, overflow,
@@ -187,21 +275,45 @@ pub(crate) fn payload_json(p: &Payload) -> (Value, &'static str) {
     }
 }
 
-fn event_fields(o: &mut Map<String, Value>, e: &Event) {
-    o.insert("kind".into(), e.kind.clone().into());
+/// A borrowed payload as JSON, as [`payload_json`] gives its owned form: JSON text
+/// parsed (raw hex when it is not valid JSON).
+pub(crate) fn payload_ref_json(p: PayloadRef<'_>) -> (Value, &'static str) {
+    match p {
+        PayloadRef::None => (Value::Null, "none"),
+        PayloadRef::Json(b) => match serde_json::from_slice(b) {
+            Ok(v) => (v, "json"),
+            Err(_) => (hex(b).into(), "raw"),
+        },
+        PayloadRef::Raw(b) => (hex(b).into(), "raw"),
+    }
+}
+
+/// An event's fields, owned or borrowed.
+struct EventFields<'a, V> {
+    kind: &'a str,
+    tier: blackbox::codec::WrittenTier,
+    weight: f64,
+    source: Option<&'a str>,
+    payload: (Value, &'static str),
+    values: V,
+    recorded_ns: u64,
+    event_time_ns: Option<u64>,
+}
+
+fn event_fields<'a>(
+    o: &mut Map<String, Value>,
+    e: EventFields<'a, impl Iterator<Item = (&'a str, f64)>>,
+) {
+    o.insert("kind".into(), e.kind.into());
     o.insert("tier".into(), e.tier.name().into());
     o.insert("weight".into(), e.weight.into());
-    o.insert(
-        "source".into(),
-        e.source.clone().map_or(Value::Null, Value::from),
-    );
-    let (payload, encoding) = payload_json(&e.payload);
+    o.insert("source".into(), e.source.map_or(Value::Null, Value::from));
+    let (payload, encoding) = e.payload;
     o.insert("payload".into(), payload);
     o.insert("encoding".into(), encoding.into());
     let values: Map<String, Value> = e
         .values
-        .iter()
-        .map(|(name, v)| (name.clone(), Value::from(*v)))
+        .map(|(name, v)| (name.to_owned(), Value::from(v)))
         .collect();
     o.insert("values".into(), Value::Object(values));
     o.insert("recorded_ns".into(), e.recorded_ns.into());

@@ -9,6 +9,9 @@
 //!   resolves interned names through the log's dictionary records even when the range
 //!   starts mid-log, and checks every block it returns (checksums and hash chain) as
 //!   the log's reader does.
+//!   [`Replay::next_view`] hands out each record decoded in place ([`RecordRef`]: an
+//!   event's kind, source and payload borrowed, nothing allocated), with the owned
+//!   form on request ([`RecordRef::into_owned`]).
 //! - [`fold()`]: folds the records of a query in log order into any derived state.
 //! - [`salvage()`]: every intact record of a damaged log that a query selects, and
 //!   exactly what was lost between them.
@@ -70,8 +73,9 @@ mod weights;
 
 pub use blackbox::WorkingDelta;
 pub use decode::{
-    Accounting, Body, Checkpoint, Decoder, Dictionary, Event, Incident, KbCommit, Payload, Record,
-    RecordType, Summary, ValueSummary, record_hash,
+    Accounting, Body, BodyRef, Checkpoint, Decoder, Dictionary, Event, EventRef, Incident,
+    KbCommit, Payload, PayloadRef, Record, RecordRef, RecordType, Summary, ValueSummary, ValuesRef,
+    record_hash,
 };
 pub use error::{Error, Result};
 pub use export::{ExportOptions, check_export_against_log, export_jsonl, export_jsonl_to};

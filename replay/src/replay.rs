@@ -5,10 +5,10 @@ use std::ops::Bound;
 use std::path::Path;
 
 use blackbox::codec;
-use blackbox::log::{ReaderOptions, Records, SegmentEntry};
+use blackbox::log::{ReaderOptions, Records};
 use blackbox::{LogReader, Seq};
 
-use crate::decode::{Decoder, Record, RecordType};
+use crate::decode::{Decoder, Record, RecordRef, RecordType};
 use crate::error::Result;
 use crate::inputs::open_log_dir;
 use crate::query::{Order, Query};
@@ -16,9 +16,11 @@ use crate::query::{Order, Query};
 /// An iterator of the typed records a [`Query`] selects, in log order or in the order
 /// they happened ([`Order`]).
 ///
-/// Interned names resolve even when the range starts mid-log: the read starts at the
-/// last segment at or before the range's start that opens with the dictionary (every
-/// segment the recorder starts does) and folds the dictionary records on the way.
+/// Interned names resolve even when the range starts mid-log: the names are those of
+/// the last segment at or before the range's start that opens with the dictionary
+/// (every segment the recorder starts does), with the dictionary records written after
+/// it, found through the tag index; the range itself is read from the block that holds
+/// its start, found through the footer's sparse index.
 /// The whole log's structure (every segment's header and footer, and their continuity)
 /// is checked at open; every block read passes its frame checksums and its chain link
 /// (unless the log is keyed and the query has no key). The first error ends the iteration.
@@ -34,7 +36,10 @@ pub struct Replay {
     /// The latest time among the records the second pass yields in stream.
     stream_max_ns: Option<u64>,
     /// A record of the second pass waiting for the late records that go before it.
-    pending: Option<Record>,
+    pending: Option<blackbox::LogRecord>,
+    /// The record [`Replay::next_view`] returned last, and whether it is a late one
+    /// read again (whose names the late reader's decoder resolves).
+    current: Option<(blackbox::LogRecord, bool)>,
     /// Records the first pass read ([`Order::Happened`]).
     first_pass_read: u64,
     /// The most decoded records held at once.
@@ -91,6 +96,7 @@ impl Replay {
                 late_reader: None,
                 stream_max_ns: None,
                 pending: None,
+                current: None,
                 first_pass_read: 0,
                 held_max: 0,
                 done: false,
@@ -101,9 +107,9 @@ impl Replay {
         let mut late = Vec::new();
         let mut max_ns: Option<u64> = None;
         while let Some(r) = first.next_record()? {
-            let t = r.happened_ns();
+            let t = happened_ns(&r);
             if max_ns.is_some_and(|m| t < m) {
-                late.push((t, r.seq));
+                late.push((t, r.seq().0));
             } else {
                 max_ns = Some(t);
             }
@@ -116,6 +122,7 @@ impl Replay {
                 late_reader: None,
                 stream_max_ns: None,
                 pending: None,
+                current: None,
                 first_pass_read: 0,
                 held_max: 0,
                 done: true,
@@ -145,6 +152,7 @@ impl Replay {
             late_reader: Some(late_reader),
             stream_max_ns: None,
             pending: None,
+            current: None,
             first_pass_read: first.read,
             held_max: 0,
             done: false,
@@ -158,8 +166,9 @@ impl Replay {
     }
 
     /// How many records this read has taken from the log so far (both passes, with
-    /// [`Order::Happened`]), the dictionary records before the range included, the
-    /// blocks a query by kind skips excluded: what a bounded read costs.
+    /// [`Order::Happened`]), the records of the blocks read for the names before the
+    /// range included, the blocks the tag index lets a read skip excluded: what a
+    /// bounded read costs.
     pub fn records_read(&self) -> u64 {
         self.first_pass_read + self.scan.read + self.late_reader.as_ref().map_or(0, |l| l.read)
     }
@@ -188,11 +197,11 @@ impl Replay {
 
     /// The next record by (happened, seq): the earlier of the second pass's next
     /// in-order record and the first late one.
-    fn next_happened(&mut self) -> Result<Option<Record>> {
+    fn next_happened(&mut self) -> Result<Option<(blackbox::LogRecord, bool)>> {
         if self.pending.is_none() {
             self.scan.late_below_ns = self.stream_max_ns;
             while let Some(r) = self.scan.next_record()? {
-                let t = r.happened_ns();
+                let t = happened_ns(&r);
                 if self.stream_max_ns.is_some_and(|m| t < m) {
                     // Found by the first pass: merged in from `late`.
                     continue;
@@ -205,12 +214,12 @@ impl Replay {
         }
         let late_first = self.late.as_ref().and_then(VecDeque::front).copied();
         let take_late = match (&self.pending, late_first) {
-            (Some(p), Some(l)) => l < (p.happened_ns(), p.seq),
+            (Some(p), Some(l)) => l < (happened_ns(p), p.seq().0),
             (None, l) => l.is_some(),
             (Some(_), None) => false,
         };
         if !take_late {
-            return Ok(self.pending.take());
+            return Ok(self.pending.take().map(|r| (r, false)));
         }
         let Some((_, seq)) = self.late.as_mut().and_then(VecDeque::pop_front) else {
             return Ok(None);
@@ -221,7 +230,7 @@ impl Replay {
         let record = reader.read(seq)?;
         // The record waiting in stream, and this one.
         self.held_max = self.held_max.max(usize::from(self.pending.is_some()) + 1);
-        Ok(Some(record))
+        Ok(Some((record, true)))
     }
 }
 
@@ -245,8 +254,8 @@ struct LateReader {
 const LATE_SKIP_MAX: u64 = 4096;
 
 impl LateReader {
-    /// The record at `seq`, decoded.
-    fn read(&mut self, seq: u64) -> Result<Record> {
+    /// The record at `seq`, its names learned.
+    fn read(&mut self, seq: u64) -> Result<blackbox::LogRecord> {
         let behind_or_far = seq < self.next_seq || seq - self.next_seq > LATE_SKIP_MAX;
         if self.records.is_none() || behind_or_far {
             self.records = Some(self.reader.records(Seq(seq)..=Seq(self.last_seq))?);
@@ -264,7 +273,8 @@ impl LateReader {
             let at = raw.seq().0;
             self.next_seq = at.saturating_add(1);
             if at == seq {
-                return self.decoder.decode(&raw);
+                self.decoder.learn(&raw)?;
+                return Ok(raw);
             }
             if at > seq {
                 return Err(gone());
@@ -273,29 +283,86 @@ impl LateReader {
     }
 }
 
-impl Iterator for Replay {
-    type Item = Result<Record>;
-
-    fn next(&mut self) -> Option<Result<Record>> {
+impl Replay {
+    /// The next record, decoded in place: its content borrowed from the block it was
+    /// read from and from the read's names ([`RecordRef`]), nothing allocated for an
+    /// event, its content hash computed only when asked for. The iterator ([`Replay`]
+    /// yields owned [`Record`]s) is this and [`RecordRef::into_owned`]. `None` at the
+    /// end; the first error ends the read.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use blackbox::{Config, Event, Recorder};
+    /// use blackbox_replay::{BodyRef, Query, RecordType, Replay};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let recorder = Recorder::open(dir.path(), Config::new())?;
+    /// recorder.record(&Event::new("arm.move").values(&[("dx", 2.0)]))?;
+    /// recorder.close()?;
+    ///
+    /// let mut replay = Replay::open(dir.path(), &Query::new().types([RecordType::Event]))?;
+    /// let mut moved = 0.0;
+    /// while let Some(r) = replay.next_view() {
+    ///     if let BodyRef::Event(e) = r?.body {
+    ///         assert_eq!(e.kind, "arm.move");
+    ///         moved += e.values.iter().map(|(_, v)| v).sum::<f64>();
+    ///     }
+    /// }
+    /// assert_eq!(moved, 2.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn next_view(&mut self) -> Option<Result<RecordRef<'_>>> {
         if self.done {
             return None;
         }
         let next = if self.late.is_some() {
             self.next_happened()
         } else {
-            self.scan.next_record()
+            self.scan.next_record().map(|r| r.map(|r| (r, false)))
         };
         match next {
-            Ok(Some(r)) => Some(Ok(r)),
+            Ok(Some(r)) => self.current = Some(r),
             Ok(None) => {
                 self.done = true;
-                None
+                self.current = None;
+                return None;
             }
             Err(e) => {
                 self.done = true;
-                Some(Err(e))
+                self.current = None;
+                return Some(Err(e));
             }
         }
+        let (raw, late) = self.current.as_ref()?;
+        let decoder = match (late, &self.late_reader) {
+            (true, Some(l)) => &l.decoder,
+            _ => &self.scan.decoder,
+        };
+        let view = decoder.view(raw);
+        if view.is_err() {
+            self.done = true;
+        }
+        Some(view)
+    }
+}
+
+impl Iterator for Replay {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Result<Record>> {
+        self.next_view().map(|r| r.map(RecordRef::into_owned))
+    }
+}
+
+/// When a record happened ([`Record::happened_ns`]), read from an event's header: an
+/// event that does not decode counts as happening when it was written (decoding it
+/// reports it).
+fn happened_ns(raw: &blackbox::LogRecord) -> u64 {
+    if raw.record_type() == codec::EVENT {
+        codec::decode_event(raw.payload(), raw.ts_ns()).map_or(raw.ts_ns(), |e| e.recorded_ns)
+    } else {
+        raw.ts_ns()
     }
 }
 
@@ -340,12 +407,29 @@ impl Scan {
                 None => return Ok(scan),
             }
         }
-        let dict_start = dictionary_start(&reader, &segments, scan.start)?;
+        let dict_start = blackbox::dictionary_start(&reader, &segments, scan.start)?;
+        if dict_start < scan.start {
+            // The names in use at the range's start: the dictionary the segment opens
+            // with and every dictionary record after it. Those are untagged, like every
+            // record but an event (tagged with its kind): the blocks of sealed segments
+            // that hold only events are passed over by the tag index, unread.
+            let before = reader
+                .records(Seq(dict_start)..Seq(scan.start))?
+                .with_tags([]);
+            for raw in before {
+                let raw = raw?;
+                scan.read += 1;
+                scan.learn_before(&raw)?;
+            }
+        }
         let hi = match query.to_seq {
             Some(to) => Bound::Included(Seq(to)),
             None => Bound::Unbounded,
         };
-        scan.records = Some(reader.records((Bound::Included(Seq(dict_start)), hi))?);
+        // From the block that holds the range's start, found through the footer's
+        // sparse index, whose entries carry the link before their block: the chain is
+        // verified from there.
+        scan.records = Some(reader.records((Bound::Included(Seq(scan.start)), hi))?);
         if query.selects_by_kind() {
             scan.tag_kinds();
         }
@@ -386,7 +470,24 @@ impl Scan {
             })
     }
 
-    fn next_record(&mut self) -> Result<Option<Record>> {
+    /// The next record the query selects, its names learned (decode it with
+    /// `self.decoder`).
+    /// Learns from a record before the range's start: its names, its policy, its
+    /// watermark.
+    fn learn_before(&mut self, raw: &blackbox::LogRecord) -> Result<()> {
+        self.note_watermark(raw);
+        self.decoder.learn(raw)
+    }
+
+    fn note_watermark(&mut self, raw: &blackbox::LogRecord) {
+        if raw.record_type() == codec::ACCOUNTING
+            && let Some(w) = codec::accounting_watermark_ns(raw.payload())
+        {
+            self.watermark_ns = self.watermark_ns.max(w);
+        }
+    }
+
+    fn next_record(&mut self) -> Result<Option<blackbox::LogRecord>> {
         loop {
             if self.tagged_names.is_some() {
                 self.tag_kinds();
@@ -397,14 +498,12 @@ impl Scan {
             };
             let raw = raw?;
             self.read += 1;
-            if raw.record_type() == codec::ACCOUNTING
-                && let Some(w) = codec::accounting_watermark_ns(raw.payload())
-            {
-                self.watermark_ns = self.watermark_ns.max(w);
+            if raw.seq().0 >= self.start {
+                self.note_watermark(&raw);
             }
             let seq = raw.seq().0;
             if seq < self.start {
-                self.decoder.learn(&raw)?;
+                self.learn_before(&raw)?;
                 continue;
             }
             self.last_seen = Some(seq);
@@ -427,18 +526,19 @@ impl Scan {
                 // The range's last record: nothing after it is read, so damage right
                 // after a range does not fail it.
                 self.records = None;
-                return self.select(&raw);
+                return Ok(self.select(&raw)?.then_some(raw));
             }
-            if let Some(r) = self.select(&raw)? {
-                return Ok(Some(r));
+            if self.select(&raw)? {
+                return Ok(Some(raw));
             }
         }
     }
 
-    /// The record `raw` as the query selects it, or `None`. Once a watermark past
+    /// Whether the query selects `raw` (its names then learned). Once a watermark past
     /// `until` was read, the first record written after `until` (any, for a query that
-    /// selects no events) ends the scan (see [`Query`]).
-    fn select(&mut self, raw: &blackbox::LogRecord) -> Result<Option<Record>> {
+    /// selects no events) ends the scan (see [`Query`]). An event that does not decode
+    /// is selected: decoding it reports it.
+    fn select(&mut self, raw: &blackbox::LogRecord) -> Result<bool> {
         let seq = raw.seq().0;
         let tag = raw.record_type();
         if let Some(until) = self.query.until_ns
@@ -451,47 +551,40 @@ impl Scan {
             // record happens when it is written.
             if !self.scan_past_until || self.watermark_ns > until {
                 self.records = None;
-                return Ok(None);
+                return Ok(false);
             }
             if tag != codec::EVENT {
                 self.decoder.learn(raw)?;
-                return Ok(None);
+                return Ok(false);
             }
         } else {
             self.last_read = Some((seq, raw.ts_ns()));
         }
         if !self.query.type_selected(RecordType::from_tag(tag)) {
             self.decoder.learn(raw)?;
-            return Ok(None);
+            return Ok(false);
         }
         if self.other_kinds_event(raw) {
-            return Ok(None);
+            return Ok(false);
         }
-        let record = self.decoder.decode(raw)?;
-        if self.query.time_selected(record.happened_ns()) && self.query.kind_matches(&record) {
-            return Ok(Some(record));
+        self.decoder.learn(raw)?;
+        if tag == codec::EVENT {
+            // From the header and the kind's name alone: the record is decoded once,
+            // when it is handed out.
+            let Ok(e) = codec::decode_event(raw.payload(), raw.ts_ns()) else {
+                return Ok(true);
+            };
+            let Some(kind) = self.decoder.name(e.kind) else {
+                return Ok(true);
+            };
+            return Ok(
+                self.query.time_selected(e.recorded_ns) && self.query.kind_selected(Some(kind))
+            );
         }
-        Ok(None)
+        let record = self.decoder.view(raw)?;
+        Ok(self.query.time_selected(record.happened_ns())
+            && self.query.kind_selected(record.kind()))
     }
-}
-
-/// The first seq of the last segment at or before the one holding `start` that opens
-/// with a dictionary record (or of the first segment): reading from there resolves
-/// every name in use at `start`.
-fn dictionary_start(reader: &LogReader, segments: &[SegmentEntry], start: u64) -> Result<u64> {
-    let holding = segments
-        .partition_point(|s| s.first_seq <= start)
-        .saturating_sub(1);
-    for j in (1..=holding).rev() {
-        let first = segments[j].first_seq;
-        if let Some(r) = reader.records(Seq(first)..=Seq(first))?.next() {
-            let r = r?;
-            if r.record_type() == codec::DICTIONARY {
-                return Ok(first);
-            }
-        }
-    }
-    Ok(segments.first().map_or(0, |s| s.first_seq))
 }
 
 /// Folds the records `query` selects, in the query's order (log order by default),

@@ -101,7 +101,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if args.salvage {
         return salvage(&args, &q);
     }
-    let replay = Replay::open(dir, &q).map_err(damaged)?;
+    let mut replay = Replay::open(dir, &q).map_err(damaged)?;
     if !replay.chain_verified() {
         warn_unverified(dir);
     }
@@ -109,7 +109,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let mut out = BufWriter::new(stdout.lock());
     let mut printed = 0u64;
     let mut kinds = BTreeSet::new();
-    for r in replay {
+    // Each record decoded in place: only what is printed is copied out of the log.
+    while let Some(r) = replay.next_view() {
         if args.limit.is_some_and(|n| printed >= n) {
             break;
         }
@@ -127,9 +128,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             kinds.insert(k.to_owned());
         }
         if args.json {
-            line(&mut out, to_json(&r))?;
+            line(&mut out, r.to_json())?;
         } else {
-            line(&mut out, human(&r))?;
+            line(&mut out, human(&r.into_owned()))?;
         }
         printed += 1;
     }
