@@ -151,6 +151,27 @@ pub fn to_json(record: &Record) -> Value {
             o.insert("segment".into(), r.segment.clone().into());
             o.insert("detail".into(), r.detail.clone().into());
         }
+        Body::Prune(p) => {
+            o.insert("pruned_first_seq".into(), p.first_seq.into());
+            o.insert("pruned_last_seq".into(), p.last_seq.into());
+            o.insert("pruned_bytes".into(), p.bytes.into());
+            o.insert("pruned_first_ts_ns".into(), p.first_ts_ns.into());
+            o.insert("pruned_last_ts_ns".into(), p.last_ts_ns.into());
+            let mut why = Vec::new();
+            if p.reasons & blackbox::log::retention::REASON_BYTES != 0 {
+                why.push("max_bytes");
+            }
+            if p.reasons & blackbox::log::retention::REASON_AGE != 0 {
+                why.push("max_age");
+            }
+            if p.reasons & blackbox::log::retention::REASON_PINNED_CAP != 0 {
+                why.push("pinned_max_bytes");
+            }
+            o.insert("reasons".into(), why.into());
+            o.insert("cut_link".into(), hex(&p.cut_link).into());
+            o.insert("segments".into(), p.segments.len().into());
+            o.insert("evicted_pins".into(), p.evicted_pins.clone().into());
+        }
         Body::Unknown {
             record_type,
             payload,
