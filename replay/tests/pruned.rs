@@ -178,3 +178,91 @@ fn stats_and_verify_after_pruning_match_the_whole_log() {
     assert_eq!(json["digest_matched"], false);
     assert_eq!(json["digest_pruned"], true);
 }
+
+/// Records 1500 events of 200 bytes under a 48 KiB budget with a trigger after event
+/// 500; runs `release_at(i, trigger)` after each event. Returns the trigger's seq and
+/// time.
+fn record_incident(dir: &Path, mut after: impl FnMut(u64, Seq)) -> (Seq, u64) {
+    use blackbox::Clock;
+    use blackbox::policy::{IncidentPolicy, Policy};
+    let clock = ManualClock::new(START_NS);
+    let step = 1_000_000;
+    let policy = Policy::builder()
+        .incident(IncidentPolicy {
+            preroll_ns: 50 * step,
+            postroll_ns: 80 * step,
+            ..IncidentPolicy::new(&["fail.*"])
+        })
+        .retention(Retention {
+            max_bytes: Some(48 << 10),
+            max_age_ns: None,
+            pinned_max_bytes: 256 << 10,
+        })
+        .build()
+        .unwrap();
+    let config = Config::new()
+        .clock(Arc::new(clock.clone()))
+        .policy(policy)
+        .log_options(LogOptions::new().segment_bytes_max(8 << 10));
+    let recorder = Recorder::open(dir, config).unwrap();
+    let mut trigger = (Seq(0), 0);
+    for i in 0..1500u64 {
+        let mut payload = i.to_le_bytes().to_vec();
+        payload.resize(200, 0);
+        recorder.record(&Event::new("a.x").raw(&payload)).unwrap();
+        if i == 500 {
+            clock.advance_ns(step / 2);
+            trigger = (
+                recorder.record_evidence(&Event::new("fail.now")).unwrap(),
+                clock.now_ns(),
+            );
+        }
+        clock.advance_ns(step);
+        if i % 50 == 0 {
+            recorder.sync().unwrap();
+        }
+        after(i, trigger.0);
+    }
+    recorder.close().unwrap();
+    trigger
+}
+
+#[test]
+fn release_lets_a_running_recorder_prune_an_incident_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Not released: the trigger is still in the log at the end.
+    let kept = tmp.path().join("kept");
+    let (trigger, _) = record_incident(&kept, |_, _| {});
+    assert!(LogReader::open(&kept).unwrap().structure().unwrap()[0].first_seq < trigger.0);
+    // Released from another process while the recorder runs: the window goes.
+    let released = tmp.path().join("released");
+    let (trigger, _) = record_incident(&released, |i, trigger| {
+        if i == 900 {
+            let text = ok(&blackbox(&[
+                "release",
+                "--dir",
+                s(&released),
+                &trigger.0.to_string(),
+            ]));
+            assert!(
+                text.contains(&format!("released incident {}", trigger.0)),
+                "{text}"
+            );
+        }
+    });
+    let first = LogReader::open(&released).unwrap().structure().unwrap()[0].first_seq;
+    assert!(
+        first > trigger.0,
+        "the window is still there (log starts at {first})"
+    );
+    // The request was taken.
+    assert_eq!(
+        fs::read_dir(released.join(blackbox::RELEASE_DIR))
+            .unwrap()
+            .count(),
+        0
+    );
+    // A seq that is no incident's trigger is refused, naming how to find one.
+    let err = common::fails(&blackbox(&["release", "--dir", s(&released), "3"]));
+    assert!(err.contains("no incident whose trigger is seq 3"), "{err}");
+}

@@ -6,6 +6,7 @@ mod batch;
 mod dictionary;
 mod incidents;
 mod pins;
+pub use pins::RELEASE_DIR;
 mod tiers;
 mod watermark;
 

@@ -17,7 +17,14 @@ pub(super) struct Pins {
     /// The pins, each with the end of its post-roll (ns): open (`last_seq` `None`)
     /// until a batch starts at or after that end.
     pinned: Vec<(Pin, u64)>,
+    /// The log's segment count when the release requests were last read.
+    segments_seen: usize,
 }
+
+/// The directory, inside the log's, where `blackbox release` (another process) asks a
+/// running recorder to release incidents: one empty file per incident, named by its
+/// trigger's seq. A dot directory: the log ignores it.
+pub const RELEASE_DIR: &str = ".release";
 
 impl Pins {
     /// The first seq a record stamped at or after `start_ns` can have: right after the
@@ -85,6 +92,13 @@ impl Writer {
         while self.pins.batches.len() > 1 && self.pins.batches[1].0 < horizon {
             self.pins.batches.pop_front();
         }
+        // Release requests from other processes are read once per segment: a pin
+        // matters only when the log prunes, after a seal.
+        let segments = self.log.segment_count();
+        if !self.pins.pinned.is_empty() && segments != self.pins.segments_seen {
+            self.pins.segments_seen = segments;
+            self.read_release_requests();
+        }
         let evicted: Vec<u64> = self
             .log
             .take_pruned()
@@ -116,6 +130,25 @@ impl Writer {
             p.id = to;
             self.log
                 .set_pins(self.pins.pinned.iter().map(|(p, _)| *p).collect());
+        }
+    }
+
+    /// Releases the incidents `blackbox release` asked for (files in [`RELEASE_DIR`])
+    /// and removes the requests it applied. A request for an incident not pinned here
+    /// (another session's) is removed too; an unreadable directory is left alone: a
+    /// request is a wish, and the budget holds without it.
+    fn read_release_requests(&mut self) {
+        let dir = self.log.dir().join(RELEASE_DIR);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(seq) = name.to_str().and_then(|n| n.parse::<u64>().ok()) else {
+                continue;
+            };
+            self.release_pin(seq);
+            let _ = std::fs::remove_file(entry.path());
         }
     }
 }
