@@ -266,3 +266,38 @@ fn release_lets_a_running_recorder_prune_an_incident_window() {
     let err = common::fails(&blackbox(&["release", "--dir", s(&released), "3"]));
     assert!(err.contains("no incident whose trigger is seq 3"), "{err}");
 }
+
+#[test]
+fn exporting_a_whole_incident_releases_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let out = tmp.path().join("incident.jsonl");
+    let (trigger, _) = record_incident(&dir, |i, _| {
+        if i == 900 {
+            let (stdout, stderr) = {
+                let o = blackbox(&[
+                    "export",
+                    "--dir",
+                    s(&dir),
+                    "--around",
+                    "incident",
+                    "--out",
+                    s(&out),
+                ]);
+                assert!(o.status.success(), "{o:?}");
+                (
+                    String::from_utf8(o.stdout).unwrap(),
+                    String::from_utf8(o.stderr).unwrap(),
+                )
+            };
+            assert!(stderr.contains("released incident"), "{stdout}{stderr}");
+        }
+    });
+    // The exported file holds the window; the log no longer does.
+    assert!(fs::read_to_string(&out).unwrap().lines().count() > 100);
+    let first = LogReader::open(&dir).unwrap().structure().unwrap()[0].first_seq;
+    assert!(
+        first > trigger.0,
+        "the window is still there (log starts at {first})"
+    );
+}

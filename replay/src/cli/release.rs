@@ -42,24 +42,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             dir.display()
         )));
     }
-    let requests = dir.join(blackbox::RELEASE_DIR);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&requests)
-        .map_err(|e| {
-            CliError::new(format!(
-                "cannot create {}: {e}: check the log directory's permissions",
-                requests.display()
-            ))
-        })?;
-    let request = requests.join(args.incident.to_string());
-    std::fs::File::create(&request).map_err(|e| {
-        CliError::new(format!(
-            "cannot create {}: {e}: check the log directory's permissions",
-            request.display()
-        ))
-    })?;
+    request(dir, args.incident)?;
     let stdout = io::stdout();
     let mut out = stdout.lock();
     line(
@@ -71,4 +54,28 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ),
     )?;
     out.flush().map_err(super::stdout_error)
+}
+
+/// Leaves the request to release incident `trigger_seq` in the log directory, for the
+/// recorder writing it (`blackbox::RELEASE_DIR`).
+pub fn request(dir: &std::path::Path, trigger_seq: u64) -> Result<(), CliError> {
+    let requests = dir.join(blackbox::RELEASE_DIR);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&requests)
+        .map_err(|e| {
+            CliError::new(format!(
+                "cannot create {}: {e}: check the log directory's permissions",
+                requests.display()
+            ))
+        })?;
+    let request = requests.join(trigger_seq.to_string());
+    std::fs::File::create(&request).map_err(|e| {
+        CliError::new(format!(
+            "cannot create {}: {e}: check the log directory's permissions",
+            request.display()
+        ))
+    })?;
+    Ok(())
 }
