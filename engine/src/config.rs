@@ -33,6 +33,7 @@ pub struct Config {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) kb_half_life_ns: u64,
     pub(crate) working_queue_bytes_max: usize,
+    pub(crate) retention: Option<blackbox_log::Retention>,
 }
 
 impl Default for Config {
@@ -51,6 +52,7 @@ impl Default for Config {
             clock: Arc::new(SystemClock),
             kb_half_life_ns: blackbox_kb::adjudicate::DEFAULT_HALF_LIFE_NS,
             working_queue_bytes_max: crate::working::QUEUE_BYTES_MAX,
+            retention: None,
         }
     }
 }
@@ -146,6 +148,16 @@ impl Config {
     #[must_use]
     pub fn working_queue_bytes_max(mut self, bytes: usize) -> Self {
         self.working_queue_bytes_max = bytes;
+        self
+    }
+
+    /// Bounds the log's disk: after every seal the log removes its oldest segments over
+    /// the budget, keeping incident windows within `pinned_max_bytes`
+    /// (`blackbox_log::Retention`). Overrides the policy's `[retention]`; without
+    /// either the log grows without bound.
+    #[must_use]
+    pub fn retention(mut self, retention: blackbox_log::Retention) -> Self {
+        self.retention = Some(retention);
         self
     }
 }

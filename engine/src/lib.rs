@@ -80,7 +80,7 @@ pub use names::{
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
 pub use recorder::{KB_DIR, Recorder};
 pub use working::{CHANGE_BYTES as WORKING_CHANGE_BYTES, DELTA_OVERHEAD_BYTES, WorkingMemory};
-pub use writer::SUMMARY_GRACE_NS;
+pub use writer::{RELEASE_DIR, SUMMARY_GRACE_NS};
 
 // The recorder is shared by the threads of a runtime: it must stay `Send + Sync`.
 const _: fn() = || {

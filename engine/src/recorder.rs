@@ -57,7 +57,10 @@ impl Recorder {
     /// restore state cannot be decoded.
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Recorder> {
         let dir = dir.as_ref();
-        let log_opts = config.log.clone().durability(Durability::Buffered);
+        let mut log_opts = config.log.clone().durability(Durability::Buffered);
+        if let Some(retention) = config.retention.or(config.policy.retention()) {
+            log_opts = log_opts.retention(retention);
+        }
         let (log, recovery) = Log::open(dir, log_opts)?;
         if config.event_bytes_max.saturating_add(EVENT_OVERHEAD_BYTES) > log.record_bytes_max() {
             return Err(blackbox_log::Error::InvalidOptions {
@@ -502,6 +505,19 @@ impl Recorder {
     /// [`Error::Writer`] or [`Error::Closed`].
     pub fn sync(&self) -> Result<Option<Seq>> {
         self.request(Msg::Sync)
+    }
+
+    /// Releases the incident whose trigger has seq `trigger_seq` (as `record_evidence`
+    /// or its incident record gives it): the segments holding its window are no longer
+    /// kept by the log's disk budget (`[retention]`) beyond its `max_bytes` and
+    /// `max_age`. Returns whether it was pinned (an incident of an earlier session, or
+    /// one the budget already evicted, is not).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Writer`] or [`Error::Closed`].
+    pub fn release(&self, trigger_seq: Seq) -> Result<bool> {
+        self.request(|reply| Msg::Release(trigger_seq.0, reply))
     }
 
     /// Per-kind counters, running totals since the log was created, including every

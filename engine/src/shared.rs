@@ -50,6 +50,9 @@ pub(crate) enum Msg {
         reply: Reply<Seq>,
     },
     Sync(Reply<Option<Seq>>),
+    /// Releases the pin of the incident whose trigger has this seq; answered with
+    /// whether it was pinned.
+    Release(u64, Reply<bool>),
     Stats(Reply<BTreeMap<String, Counters>>),
     Close(Reply<Option<Seq>>),
     /// An event to keep whatever its tier, answered with its seq.

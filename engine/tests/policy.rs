@@ -1206,3 +1206,40 @@ fn the_builder_refuses_an_every_the_toml_form_cannot_hold() {
         "{err}"
     );
 }
+
+#[test]
+fn the_retention_table_sets_the_disk_budget_and_reads_back() {
+    let text = r#"
+default = "full"
+
+[retention]
+max_bytes = "1GiB"
+max_age = "168h"
+pinned_max_bytes = "256MiB"
+"#;
+    let policy = Policy::from_toml_str(text).unwrap();
+    let r = policy.retention().unwrap();
+    assert_eq!(r.max_bytes, Some(1 << 30));
+    assert_eq!(r.max_age_ns, Some(7 * 24 * 3600 * SECOND_NS));
+    assert_eq!(r.pinned_max_bytes, 256 << 20);
+    let back = Policy::from_toml_str(&policy.to_toml()).unwrap();
+    assert_eq!(back, policy);
+    assert_eq!(back.retention(), Some(r));
+    // Without the table the log is unbounded.
+    assert_eq!(
+        Policy::from_toml_str("default = \"full\"\n")
+            .unwrap()
+            .retention(),
+        None
+    );
+    // A table that bounds nothing, a negative size and an unknown key are refused,
+    // with the line.
+    let refused = |text: &str| Policy::from_toml_str(text).unwrap_err();
+    let e = refused("[retention]\npinned_max_bytes = \"1MiB\"\n");
+    assert!(e.reason.contains("max_bytes or max_age"), "{e}");
+    let e = refused("[retention]\nmax_bytes = -5\n");
+    assert_eq!(e.line, Some(2));
+    assert!(e.reason.contains("max_bytes"), "{e}");
+    let e = refused("[retention]\nmax_bytes = \"1GiB\"\nmax_files = 3\n");
+    assert!(e.reason.contains("max_files"), "{e}");
+}

@@ -111,6 +111,12 @@ pub enum Error {
         /// The seq the next record would get.
         next_seq: u64,
     },
+    /// A record of a type the log reserves for itself (its prune records) was given to
+    /// append or to the segment preamble.
+    ReservedRecordType {
+        /// The type.
+        record_type: u16,
+    },
     /// An option is out of range.
     InvalidOptions {
         /// Which option and why.
@@ -333,6 +339,10 @@ impl fmt::Display for Error {
             Error::SeqSpaceExhausted { next_seq } => write!(
                 f,
                 "the log's next seq {next_seq} leaves no room for more records below the largest seq"
+            ),
+            Error::ReservedRecordType { record_type } => write!(
+                f,
+                "record type {record_type} is reserved for the log's own prune records"
             ),
             Error::InvalidOptions { reason } => write!(f, "invalid log options: {reason}"),
         }

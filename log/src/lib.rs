@@ -10,14 +10,17 @@
 //!   and the writer stops if that file is replaced or removed under it).
 //!   [`Log::append`] and [`Log::append_batch`] hand out dense [`Seq`]s; [`Log::sync`] is
 //!   a durability barrier; [`Durability`] picks when data reaches the OS and the disk.
-//!   No method overwrites, reorders or removes a record. The one cut is recovery's, on
-//!   open, of a torn write at the very end ([`Recovery`] reports it).
+//!   No method overwrites or reorders a record. Records go only whole segments at a
+//!   time, from the front, under a disk budget ([`Retention`], [`Pin`]), each pruning
+//!   on the record ([`PruneRecord`]); and recovery cuts, on open, a torn write at the
+//!   very end ([`Recovery`] reports it).
 //! - [`LogReader`]: range reads by seq or by time, also while a writer appends. Seeks go
 //!   through the sealed segments' sparse indexes; payloads are borrowed, 8-byte
 //!   aligned, from the block buffer ([`LogRecord::payload`]).
 //! - [`verify()`]: recomputes every checksum and the chain and reports the first problem
 //!   with segment, byte offset and seq; with a [`Digest`] (`SEQ:HASH`, from
-//!   [`Log::digest`]) it also proves the log still holds that exact prefix.
+//!   [`Log::digest`]) it also proves the log still holds that exact prefix; a pruned
+//!   log's start is proven by its prune record.
 //! - [`storage`]: the file layer, swappable for fault injection in tests.
 //!
 //! The on-disk format is specified byte by byte in `docs/FORMAT.md`.
@@ -60,6 +63,7 @@ mod crc;
 mod error;
 pub mod format;
 mod reader;
+pub mod retention;
 mod salvage;
 mod scan;
 mod segment;
@@ -74,11 +78,12 @@ use std::fmt;
 pub use chain::{ChainKey, Digest, GENESIS_LINK, Link, link_from_hex, link_to_hex};
 pub use error::{Corruption, CorruptionKind, Error, Result};
 pub use reader::{LogReader, LogRecord, ReaderOptions, Records};
+pub use retention::{Pin, PruneRecord, Retention};
 pub use salvage::{DamageKind, DamagePlace, Loss, LostSeqs, Salvage, Salvaged};
 pub use segment::{LOCK_FILE_NAME, SegmentEntry, list_segments};
 pub use shown::{SHOWN_CHARS_MAX, Shown};
 pub use structure::{SealedSummary, SegmentSummary};
-pub use verify::{VerifyReport, verify};
+pub use verify::{PrunedStart, VerifyReport, verify};
 pub use writer::{Durability, Log, LogOptions, Recovery};
 
 /// A record's position in the log: dense, from 0, in append order.

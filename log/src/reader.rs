@@ -209,8 +209,30 @@ impl LogReader {
     /// file named like a segment, a missing or inconsistent footer, anything named like
     /// a segment that is not a regular file; I/O errors naming an unreadable segment;
     /// key errors.
+    ///
+    /// A log that starts past seq 0 was pruned only if a prune record explains its
+    /// start: the blocks of the newest segment that holds one are read up to it (the
+    /// only blocks this reads), else the start is a `MissingStart`.
     pub fn structure(&self) -> Result<Vec<SegmentSummary>> {
-        structure::check_structure(&self.dir, self.key_id, true)
+        let summaries = structure::check_structure(&self.dir, self.key_id, true)?;
+        if let Some(first) = summaries.first()
+            && first.first_seq > 0
+        {
+            let segments = segment::list_segments(&self.dir)?;
+            if let Some(entry) = segments.first()
+                && let HeaderState::Ok(seg) = SegmentFile::open(entry, self.key_id, true)?
+                && let Some(start) = crate::retention::cut_start(&seg)
+            {
+                crate::retention::prove_cut(
+                    &segments,
+                    self.key_id,
+                    self.chainer.as_ref(),
+                    &seg,
+                    &start,
+                )?;
+            }
+        }
+        Ok(summaries)
     }
 
     /// The chain point after the last record visible now, `None` for an empty log.
@@ -520,6 +542,16 @@ impl Records {
         };
         if let Some(point) = prev {
             check_continuity(&seg, &point, false)?;
+        } else if i == 0
+            && let Some(start) = crate::retention::cut_start(&seg)
+        {
+            crate::retention::prove_cut(
+                &self.segments,
+                self.reader.key_id,
+                self.reader.chainer.as_ref(),
+                &seg,
+                &start,
+            )?;
         } else if i == 0 {
             check_continuity(
                 &seg,
@@ -624,6 +656,13 @@ impl Records {
             // A block the authenticated tag index let the read skip counts as read: its
             // first seq and count are the index's.
             if self.first_tag_skip.unwrap_or(b.header.first_seq) <= lo {
+                return Ok(());
+            }
+            // A log pruned at its front: a read from a pruned seq starts at the log's
+            // first record (what the first segment's header says; `verify` proves it).
+            if self.start_at == Some((0, SEGMENT_HEADER_LEN as u64))
+                && self.segments.first().map(|s| s.first_seq) == Some(b.header.first_seq)
+            {
                 return Ok(());
             }
             let path = self

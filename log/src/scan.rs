@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use crate::chain::{Chainer, Link};
 use crate::error::{Corruption, CorruptionKind, Error, Result};
-use crate::format::{Footer, IndexEntry, SEGMENT_HEADER_LEN};
+use crate::format::{BlockHeader, FRAME_HEADER_LEN, Footer, IndexEntry, SEGMENT_HEADER_LEN};
+use crate::retention::{PRUNE_RECORD_TYPE, PruneRecord};
 use crate::segment::{BlockCursor, SegmentFile, Step};
 
 /// Where a scan starts: the chain state left by the previous segment.
@@ -42,6 +43,8 @@ pub(crate) struct SegmentScan {
     pub(crate) tail: Tail,
     /// Link at the end of each block, with the block's last seq (for digest checks).
     pub(crate) block_ends: Vec<(u64, Link)>,
+    /// The last prune record in the segment: its seq, timestamp and content.
+    pub(crate) last_prune: Option<(u64, u64, PruneRecord)>,
 }
 
 /// Scans every block of `seg` from its header, checking checksums, seqs, timestamps and,
@@ -86,6 +89,7 @@ pub(crate) fn scan_segment(
         data_end: SEGMENT_HEADER_LEN as u64,
         tail: Tail::Clean,
         block_ends: Vec::new(),
+        last_prune: None,
     };
     loop {
         let prev_link = cursor.prev_link;
@@ -101,9 +105,24 @@ pub(crate) fn scan_segment(
                 scan.first_ts.get_or_insert(h.first_ts);
                 scan.record_count += u64::from(h.count);
                 scan.block_count += 1;
+                let mut has_prune = false;
                 for_each_type(block.frames(), h.count, |t| {
                     *scan.type_counts.entry(t).or_insert(0) += 1;
+                    has_prune |= t == PRUNE_RECORD_TYPE.0;
                 });
+                if has_prune && let Some(found) = last_prune_in(block.frames(), &h) {
+                    let (seq, ts, rec) = found.map_err(|why| {
+                        Error::from(Corruption {
+                            segment: seg.path.clone(),
+                            offset: block.offset,
+                            seq: Some(h.first_seq),
+                            kind: CorruptionKind::Frame(format!(
+                                "a prune record in this block: {why}"
+                            )),
+                        })
+                    })?;
+                    scan.last_prune = Some((seq, ts, rec));
+                }
                 if keep_block_ends {
                     scan.block_ends.push((h.last_seq(), h.link));
                 }
@@ -167,6 +186,25 @@ pub(crate) fn scan_segment(
 }
 
 /// Calls `f` with the record type of each of the `count` frames in `frames`.
+/// The last prune record among a checked block's frames, with its seq and timestamp.
+pub(crate) fn last_prune_in(
+    frames: &[u8],
+    h: &BlockHeader,
+) -> Option<std::result::Result<(u64, u64, PruneRecord), String>> {
+    let mut at = 0usize;
+    let mut found = None;
+    for i in 0..h.count {
+        let len = crate::format::u32_at(frames, at) as usize;
+        if crate::format::u16_at(frames, at + 4) == PRUNE_RECORD_TYPE.0 {
+            let ts = h.first_ts + u64::from(crate::format::u32_at(frames, at + 8));
+            let payload = &frames[at + FRAME_HEADER_LEN..at + FRAME_HEADER_LEN + len];
+            found = Some((h.first_seq + u64::from(i), ts, payload));
+        }
+        at += crate::format::frame_len(len);
+    }
+    found.map(|(seq, ts, payload)| PruneRecord::decode(payload).map(|r| (seq, ts, r)))
+}
+
 pub(crate) fn for_each_type(frames: &[u8], count: u32, mut f: impl FnMut(u16)) {
     let mut at = 0usize;
     for _ in 0..count {

@@ -33,6 +33,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn sync_file(&self, path: &Path) -> io::Result<()> {
         open_existing_read_only(path)?.sync_data()
     }
+    /// Removes a file (a pruned segment). Durable after [`Storage::sync_dir`].
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
 }
 
 /// Opens an existing file read-only, never through a symbolic link.

@@ -7,9 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::chain::{Digest, GENESIS_LINK};
+use crate::chain::{Digest, GENESIS_LINK, Link};
 use crate::error::{Corruption, CorruptionKind, Error, Result};
 use crate::format::{Footer, TRAILER_LEN};
+use crate::retention;
 use crate::scan::ChainPoint;
 use crate::segment::{self, HeaderState, SegmentEntry, SegmentFile};
 use crate::writer::check_continuity;
@@ -23,6 +24,8 @@ pub struct SegmentSummary {
     pub first_seq: u64,
     /// Length of the file in bytes.
     pub len_bytes: u64,
+    /// Its header's `prev_link`: the chain link before its first record.
+    pub prev_link: Link,
     /// What the footer of a sealed segment says; `None` for the active segment.
     pub sealed: Option<SealedSummary>,
 }
@@ -66,13 +69,21 @@ pub(crate) fn check_structure(
                     path: entry.path.clone(),
                     first_seq: entry.first_seq,
                     len_bytes: len,
+                    prev_link: point.link,
                     sealed: None,
                 });
                 break;
             }
             HeaderState::Torn { path, .. } => return Err(truncated_header(path, entry.first_seq)),
         };
-        check_continuity(&seg, &point, i == 0)?;
+        // A log pruned at its front starts at its first segment's header: readers take
+        // the cut as it is; `verify` and the writer's open prove it by a prune record.
+        if i == 0
+            && let Some(start) = retention::cut_start(&seg)
+        {
+            point = start;
+        }
+        check_continuity(&seg, &point, i == 0 && point.next_seq == 0)?;
         let sealed = match seg.read_footer()? {
             None if is_last => None,
             None => return Err(missing_footer(&seg, &segments, i)),
@@ -93,6 +104,7 @@ pub(crate) fn check_structure(
             path: seg.path.clone(),
             first_seq: seg.header.first_seq,
             len_bytes: seg.len,
+            prev_link: seg.header.prev_link,
             sealed,
         });
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::chain::{ChainKey, Chainer, Digest, GENESIS_LINK};
 use crate::error::{Corruption, CorruptionKind, Error, Result};
+use crate::retention::{self, PruneRecord};
 use crate::scan::{self, ChainPoint, Tail};
 use crate::segment::{self, HeaderState, SegmentFile};
 use crate::structure;
@@ -29,6 +30,26 @@ pub struct VerifyReport {
     pub torn_tail: Option<(PathBuf, u64, u64)>,
     /// Whether a digest was given and matched.
     pub digest_matched: bool,
+    /// Whether a digest was given whose seq was pruned: the records it proves are gone,
+    /// so it can be neither matched nor refuted (unless it points at a segment boundary
+    /// the prune record names: then it is checked against that link).
+    pub digest_pruned: bool,
+    /// The log starts past seq 0 because it was pruned, as its newest prune record
+    /// proves: "pruned up to seq N at T".
+    pub pruned: Option<PrunedStart>,
+}
+
+/// Where a pruned log starts, as [`verify`] proved it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrunedStart {
+    /// The last seq gone: the log starts at `up_to_seq + 1`.
+    pub up_to_seq: u64,
+    /// When the newest pruning was done: its prune record's timestamp (ns).
+    pub at_ns: u64,
+    /// The newest prune record's seq and content.
+    pub record_seq: u64,
+    /// What it says.
+    pub record: PruneRecord,
 }
 
 /// Verifies the log in `dir`: every segment header and footer, every frame checksum,
@@ -72,8 +93,12 @@ pub fn verify(
         last: None,
         torn_tail: None,
         digest_matched: false,
+        digest_pruned: false,
+        pruned: None,
     };
     let mut digest_seen = false;
+    let mut cut: Option<(PathBuf, ChainPoint)> = None;
+    let mut last_prune = None;
     for (i, entry) in segments.iter().enumerate() {
         let is_last = i + 1 == segments.len();
         let seg = match SegmentFile::open(entry, key_id, false)? {
@@ -93,7 +118,15 @@ pub fn verify(
                 .into());
             }
         };
-        check_continuity(&seg, &point, i == 0)?;
+        if i == 0
+            && let Some(start) = retention::cut_start(&seg)
+        {
+            point = start;
+            cut = Some((seg.path.clone(), start));
+            // A digest from before the cut is judged once the prune record is read.
+            digest_seen = digest.is_some_and(|d| d.seq < start.next_seq);
+        }
+        check_continuity(&seg, &point, i == 0 && cut.is_none())?;
         if !is_last && seg.read_footer()?.is_none() {
             return Err(structure::missing_footer(&seg, &segments, i));
         }
@@ -125,6 +158,9 @@ pub fn verify(
                 }
             }
         }
+        if scan.last_prune.is_some() {
+            last_prune = scan.last_prune.clone();
+        }
         report.records += scan.record_count;
         report.blocks += scan.block_count;
         report.bytes += seg.len;
@@ -132,6 +168,33 @@ pub fn verify(
             report.torn_tail = Some((seg.path.clone(), offset, seg.len - offset));
         }
         point = scan.end;
+    }
+    if let Some((path, start)) = &cut {
+        let Some((record_seq, at_ns, record)) =
+            last_prune.filter(|(_, _, p)| p.explains_start(start.next_seq, &start.link))
+        else {
+            return Err(retention::missing_start(path, start.next_seq));
+        };
+        if let Some(d) = digest
+            && d.seq < start.next_seq
+        {
+            match record.link_after(d.seq) {
+                Some(link) if link == d.link => report.digest_matched = true,
+                Some(_) => {
+                    return Err(Error::DigestMismatch {
+                        seq: d.seq,
+                        reason: "the chain link differs from the one the prune record holds for this seq: records up to it were changed".to_owned(),
+                    });
+                }
+                None => report.digest_pruned = true,
+            }
+        }
+        report.pruned = Some(PrunedStart {
+            up_to_seq: start.next_seq - 1,
+            at_ns,
+            record_seq,
+            record,
+        });
     }
     report.last = point.next_seq.checked_sub(1).map(|seq| Digest {
         seq,

@@ -12,6 +12,7 @@ use crate::format::{
     self, BLOCK_HEADER_LEN, BlockHeader, FLAG_KEYED, FORMAT_VERSION, Footer, FrameHeader,
     IndexEntry, MAX_RECORD_BYTES_LIMIT, SEGMENT_HEADER_LEN, SegmentHeader,
 };
+use crate::retention::{self, PRUNE_RECORD_TYPE, Pin, PruneRecord, Retention};
 use crate::scan::{self, ChainPoint, Tail};
 use crate::segment::{self, HeaderState, LOCK_FILE_NAME, SegmentEntry, SegmentFile};
 use crate::storage::{OsStorage, Storage, WriteFile};
@@ -47,6 +48,7 @@ pub struct LogOptions {
     pub(crate) write_buffer_bytes: usize,
     pub(crate) verify_on_open: bool,
     pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) retention: Retention,
 }
 
 impl Default for LogOptions {
@@ -58,6 +60,7 @@ impl Default for LogOptions {
             key: None,
             index_interval_bytes: 64 << 10,
             record_bytes_max: 16 << 20,
+            retention: Retention::default(),
             block_bytes_max: 64 << 10,
             write_buffer_bytes: 1 << 20,
             verify_on_open: false,
@@ -144,6 +147,13 @@ impl LogOptions {
         self
     }
 
+    /// A disk budget: after every seal the oldest sealed segments over it are removed,
+    /// whole, each removal on the record (see [`Retention`]). Default: unbounded.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(Error::InvalidOptions { reason });
         if self.record_bytes_max == 0 || self.record_bytes_max > MAX_RECORD_BYTES_LIMIT {
@@ -192,6 +202,9 @@ pub struct Recovery {
     pub first_lost_seq: Option<Seq>,
     /// Whether the directory was created (or held no segment) and a new log started.
     pub created: bool,
+    /// Segments a prune record names that a crash left behind (between the record and
+    /// the last unlink), removed by this open, oldest first.
+    pub pruning_finished: Vec<PathBuf>,
 }
 
 /// The one block being filled, at the end of the write buffer.
@@ -286,6 +299,10 @@ pub struct Log {
     poisoned: Option<Arc<io::Error>>,
     /// Records written at the start of every new segment.
     preamble: Vec<(RecordType, Vec<u8>)>,
+    /// What the layer above wants kept (retention).
+    pins: Vec<Pin>,
+    /// Prunings done since the layer above last took them.
+    pruned: Vec<(Seq, PruneRecord)>,
 }
 
 impl Log {
@@ -347,7 +364,22 @@ impl Log {
         let (lock, lock_id) = lock_dir(&dir)?;
         let key_id = opts.key.as_ref().map(ChainKey::id);
         let chainer = Chainer::new(opts.key.as_ref());
-        let recovered = recover(&dir, key_id, &chainer, opts.verify_on_open)?;
+        let mut recovered = recover(&dir, key_id, &chainer, opts.verify_on_open)?;
+        // A crash between a prune record and its last unlink left segments it names:
+        // they go now, oldest first, before anything is written.
+        let mut pruning_finished = Vec::new();
+        if let Some(p) = &recovered.prune {
+            let n = recovered.segments.len().saturating_sub(1);
+            pruning_finished = recovered.segments[..n]
+                .iter()
+                .filter(|e| e.first_seq <= p.last_seq)
+                .map(|e| e.path.clone())
+                .collect();
+            if !pruning_finished.is_empty() {
+                retention::remove_segments(&dir, &*opts.storage, &pruning_finished)?;
+                recovered.segments.drain(..pruning_finished.len());
+            }
+        }
         created |= recovered.segments.is_empty();
         let storage = Arc::clone(&opts.storage);
         let mut torn_bytes_cut = 0;
@@ -438,6 +470,7 @@ impl Log {
             first_lost_seq: torn_segment.as_ref().map(|_| Seq(point.next_seq)),
             torn_segment,
             created,
+            pruning_finished,
         };
         let lock_path = dir.join(LOCK_FILE_NAME);
         let log = Log {
@@ -458,6 +491,8 @@ impl Log {
             durable_seq: written.map(|d| d.seq),
             poisoned: None,
             preamble: Vec::new(),
+            pins: Vec::new(),
+            pruned: Vec::new(),
             opts,
         };
         Ok((log, recovery))
@@ -503,7 +538,12 @@ impl Log {
     ///
     /// [`Error::RecordTooLarge`] if a preamble record exceeds the maximum record size.
     pub fn set_segment_preamble(&mut self, records: Vec<(RecordType, Vec<u8>)>) -> Result<()> {
-        for (_, payload) in &records {
+        for (record_type, payload) in &records {
+            if *record_type == PRUNE_RECORD_TYPE {
+                return Err(Error::ReservedRecordType {
+                    record_type: record_type.0,
+                });
+            }
             if payload.len() > self.opts.record_bytes_max {
                 return Err(Error::RecordTooLarge {
                     size_bytes: payload.len(),
@@ -513,6 +553,69 @@ impl Log {
         }
         self.preamble = records;
         Ok(())
+    }
+
+    /// Sets the seq ranges that the next prunings keep (see [`Pin`] and
+    /// [`Retention::pinned_max_bytes`]), replacing the previous set.
+    pub fn set_pins(&mut self, pins: Vec<Pin>) {
+        self.pins = pins;
+    }
+
+    /// The prunings done since the last call, oldest first: each prune record's seq and
+    /// content. A pin named in [`PruneRecord::evicted_pins`] is dropped from the set.
+    pub fn take_pruned(&mut self) -> Vec<(Seq, PruneRecord)> {
+        std::mem::take(&mut self.pruned)
+    }
+
+    /// Prunes now by the retention options, as the writer does after every seal: when
+    /// the log is over its budget, appends a prune record, makes it durable, then
+    /// removes the oldest sealed segments over the budget. Returns the prune record's
+    /// seq, or `None` when nothing is over the budget.
+    ///
+    /// # Errors
+    ///
+    /// As [`Log::sync`]; I/O errors removing a segment (which poison: the log then
+    /// holds a prune record and some of the segments it names, which the next open
+    /// removes).
+    pub fn prune(&mut self) -> Result<Option<Seq>> {
+        self.check_poisoned()?;
+        self.check_seq_space(1)?;
+        let seq = self.prune_at(self.last_ts)?;
+        if seq.is_some() {
+            self.end_of_call()?;
+        }
+        Ok(seq)
+    }
+
+    /// The pruning after a seal (or [`Log::prune`]) at time `ts`, the newest record's.
+    fn prune_at(&mut self, ts: u64) -> Result<Option<Seq>> {
+        let key_id = self.opts.key.as_ref().map(|_| self.key_id);
+        let (sealed, active_prev_link) = retention::sealed_segments(&self.dir, key_id)?;
+        let active_bytes = self.active.written_len + self.buf.len() as u64;
+        let plan = retention::plan(&sealed, active_bytes, &self.opts.retention, &self.pins, ts);
+        if plan.remove == 0 {
+            return Ok(None);
+        }
+        let removed = &sealed[..plan.remove];
+        let cut_link = sealed
+            .get(plan.remove)
+            .map_or(active_prev_link, |s| s.prev_link);
+        let record = retention::record_for(removed, &plan, cut_link);
+        let seq = self.push_frame(&Record::new(PRUNE_RECORD_TYPE, ts, &record.encode()))?;
+        // IMPORTANT: the prune record is durable before the first segment goes, and
+        // segments go oldest first: a crash in between leaves a log whose first segment
+        // the record explains, and the next open finishes the removal.
+        self.write_out()?;
+        self.sync_active()?;
+        let paths: Vec<PathBuf> = removed.iter().map(|s| s.path.clone()).collect();
+        if let Err(e) = retention::remove_segments(&self.dir, &*self.opts.storage, &paths) {
+            self.poisoned = Some(Arc::new(io::Error::other(e.to_string())));
+            return Err(e);
+        }
+        self.segments -= plan.remove;
+        self.pins.retain(|p| !plan.evicted.contains(&p.id));
+        self.pruned.push((Seq(seq.0), record));
+        Ok(Some(seq))
     }
 
     /// The largest payload this log accepts, in bytes.
@@ -633,7 +736,11 @@ impl Log {
     /// seqs would run past the largest one: a log recovered from a crafted footer could
     /// otherwise wrap its seqs around.
     fn check_seq_space(&self, n: usize) -> Result<()> {
-        let needed = (n as u64).saturating_mul(1 + self.preamble.len() as u64);
+        // Per record: itself, and the preamble (and a prune record, with a budget) of a
+        // segment it starts.
+        let per_record =
+            1 + self.preamble.len() as u64 + u64::from(self.opts.retention.is_bounded());
+        let needed = (n as u64).saturating_mul(per_record);
         if self.next_seq.checked_add(needed).is_none() {
             return Err(Error::SeqSpaceExhausted {
                 next_seq: self.next_seq,
@@ -643,6 +750,11 @@ impl Log {
     }
 
     fn check_record(&self, r: &Record<'_>, last_ts: u64) -> Result<()> {
+        if r.record_type == PRUNE_RECORD_TYPE {
+            return Err(Error::ReservedRecordType {
+                record_type: r.record_type.0,
+            });
+        }
         if r.payload.len() > self.opts.record_bytes_max {
             return Err(Error::RecordTooLarge {
                 size_bytes: r.payload.len(),
@@ -686,6 +798,9 @@ impl Log {
                 self.preamble = preamble;
                 self.active.preamble_bytes =
                     (self.active.written_len + self.buf.len() as u64).saturating_sub(start);
+                if self.opts.retention.is_bounded() {
+                    self.prune_at(r.ts_ns)?;
+                }
             }
         }
         self.push_frame(r)
@@ -1123,6 +1238,8 @@ struct Recovered {
     segments: Vec<SegmentEntry>,
     point: ChainPoint,
     last: Option<LastSegment>,
+    /// The newest prune record, when it explains where the log starts.
+    prune: Option<PruneRecord>,
 }
 
 /// Checks the structure of every segment and scans the last one fully.
@@ -1139,6 +1256,12 @@ fn recover(
         link: GENESIS_LINK,
     };
     let mut last = None;
+    // Where the log starts, when past seq 0: a cut a prune record must explain.
+    let mut cut: Option<(PathBuf, ChainPoint)> = None;
+    // The newest sealed segment whose footer counts a prune record, with the chain point
+    // before it; and the last prune record of the last segment.
+    let mut sealed_with_prune: Option<(Arc<SegmentFile>, ChainPoint)> = None;
+    let mut last_prune = None;
     for (i, entry) in segments.iter().enumerate() {
         let is_last = i + 1 == segments.len();
         let seg = match SegmentFile::open(entry, key_id, false)? {
@@ -1181,14 +1304,26 @@ fn recover(
                 .into());
             }
         };
-        check_continuity(&seg, &point, i == 0)?;
+        if i == 0
+            && let Some(start) = retention::cut_start(&seg)
+        {
+            point = start;
+            cut = Some((seg.path.clone(), start));
+        }
+        check_continuity(&seg, &point, i == 0 && cut.is_none())?;
         let footer = if is_last { None } else { seg.read_footer()? };
         if !is_last && footer.is_none() {
             return Err(structure::missing_footer(&seg, &segments, i));
         }
+        if let Some((f, _)) = &footer
+            && f.type_counts.iter().any(|&(t, _)| t == PRUNE_RECORD_TYPE.0)
+        {
+            sealed_with_prune = Some((Arc::clone(&seg), point));
+        }
         if is_last || verify_all {
             let scan = scan::scan_segment(&seg, point, Some(chainer), is_last, false)?;
             if is_last {
+                last_prune = scan.last_prune.clone().map(|(_, _, r)| r);
                 let torn = match &scan.tail {
                     Tail::Torn { offset, detail } => Some((*offset, detail.clone())),
                     _ => None,
@@ -1212,10 +1347,33 @@ fn recover(
             point = structure::point_after_footer(&seg, &footer, footer_start, &point)?;
         }
     }
+    let prune = match (last_prune, sealed_with_prune) {
+        (Some(p), _) => Some(p),
+        (None, Some((seg, start))) => scan::scan_segment(&seg, start, Some(chainer), false, false)?
+            .last_prune
+            .map(|(_, _, r)| r),
+        (None, None) => None,
+    };
+    let explains =
+        |p: &PruneRecord, start: &ChainPoint| p.explains_start(start.next_seq, &start.link);
+    if let Some((path, start)) = &cut
+        && !prune.as_ref().is_some_and(|p| explains(p, start))
+    {
+        return Err(retention::missing_start(path, start.next_seq));
+    }
+    let start = cut.map_or(
+        ChainPoint {
+            next_seq: 0,
+            last_ts: 0,
+            link: GENESIS_LINK,
+        },
+        |(_, start)| start,
+    );
     Ok(Recovered {
         segments,
         point,
         last,
+        prune: prune.filter(|p| explains(p, &start)),
     })
 }
 

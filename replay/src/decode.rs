@@ -33,11 +33,14 @@ pub enum RecordType {
     Working,
     /// The retention policy in force from here on (10), as TOML.
     Policy,
+    /// The log's own record of a pruning under its disk budget (0xFFFF): which seqs
+    /// and bytes went, why, and the chain link at the cut.
+    Prune,
 }
 
 impl RecordType {
     /// Every type, in tag order.
-    pub const ALL: [RecordType; 10] = [
+    pub const ALL: [RecordType; 11] = [
         RecordType::Event,
         RecordType::Summary,
         RecordType::Accounting,
@@ -48,6 +51,7 @@ impl RecordType {
         RecordType::Recovery,
         RecordType::Working,
         RecordType::Policy,
+        RecordType::Prune,
     ];
 
     /// The name in JSON output and on the command line (`event`, `summary`, ...).
@@ -63,6 +67,7 @@ impl RecordType {
             RecordType::Recovery => "recovery",
             RecordType::Working => "working",
             RecordType::Policy => "policy",
+            RecordType::Prune => "prune",
         }
     }
 
@@ -86,6 +91,7 @@ impl RecordType {
             RecordType::Recovery => codec::RECOVERY,
             RecordType::Working => codec::WORKING,
             RecordType::Policy => codec::POLICY,
+            RecordType::Prune => blackbox::log::retention::PRUNE_RECORD_TYPE,
         }
     }
 
@@ -144,6 +150,7 @@ impl Record {
             Body::Recovery(_) => Some(RecordType::Recovery),
             Body::Working(_) => Some(RecordType::Working),
             Body::Policy(_) => Some(RecordType::Policy),
+            Body::Prune(_) => Some(RecordType::Prune),
             Body::Unknown { .. } => None,
         }
     }
@@ -196,6 +203,8 @@ pub enum Body {
     /// The retention policy in force from this record on: its TOML text, as the
     /// recorder wrote it ([`blackbox::Policy::to_toml`]).
     Policy(String),
+    /// A pruning: the log's own prune record.
+    Prune(blackbox::log::PruneRecord),
     /// A type tag the recorder does not write (a newer writer's, or another layer's):
     /// kept, not interpreted.
     Unknown {
@@ -437,6 +446,7 @@ impl<'a> RecordRef<'a> {
             BodyRef::Incident(i) => Body::Incident(i),
             BodyRef::Dictionary(d) => Body::Dictionary(d),
             BodyRef::Recovery(r) => Body::Recovery(r),
+            BodyRef::Prune(p) => Body::Prune(p),
             BodyRef::Working(w) => Body::Working(w),
             BodyRef::Policy(text) => Body::Policy(text.to_owned()),
             BodyRef::Unknown {
@@ -475,6 +485,8 @@ pub enum BodyRef<'a> {
     Dictionary(Dictionary),
     /// A torn tail cut when the log was opened.
     Recovery(Recovery),
+    /// Segments the disk budget removed.
+    Prune(blackbox::log::PruneRecord),
     /// Working-memory changes at one time.
     Working(WorkingDelta),
     /// The retention policy in force from this record on (TOML text), borrowed.
@@ -842,6 +854,10 @@ impl Decoder {
                     preroll_events: i.preroll_events.to_native(),
                 })
             }
+            RecordType::Prune => BodyRef::Prune(
+                blackbox::log::PruneRecord::decode(payload)
+                    .map_err(|e| fail(format!("not a valid prune record: {e}")))?,
+            ),
             RecordType::Recovery => {
                 let r = codec::access::<ArchivedRecoveryRecord>(payload)
                     .map_err(|e| fail(format!("not a valid recovery record: {e}")))?;

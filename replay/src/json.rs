@@ -88,6 +88,7 @@ pub fn to_json(record: &Record) -> Value {
         Body::Incident(i) => incident_fields(&mut o, i),
         Body::Dictionary(d) => dictionary_fields(&mut o, d),
         Body::Recovery(r) => recovery_fields(&mut o, r),
+        Body::Prune(p) => prune_fields(&mut o, p),
         Body::Unknown {
             record_type,
             payload,
@@ -136,6 +137,7 @@ impl RecordRef<'_> {
             BodyRef::Incident(i) => incident_fields(&mut o, i),
             BodyRef::Dictionary(d) => dictionary_fields(&mut o, d),
             BodyRef::Recovery(r) => recovery_fields(&mut o, r),
+            BodyRef::Prune(p) => prune_fields(&mut o, p),
             BodyRef::Unknown {
                 record_type,
                 payload,
@@ -244,6 +246,28 @@ fn recovery_fields(o: &mut Map<String, Value>, r: &Recovery) {
     o.insert("torn_bytes".into(), r.torn_bytes.into());
     o.insert("segment".into(), r.segment.clone().into());
     o.insert("detail".into(), r.detail.clone().into());
+}
+
+fn prune_fields(o: &mut Map<String, Value>, p: &blackbox::log::PruneRecord) {
+    o.insert("pruned_first_seq".into(), p.first_seq.into());
+    o.insert("pruned_last_seq".into(), p.last_seq.into());
+    o.insert("pruned_bytes".into(), p.bytes.into());
+    o.insert("pruned_first_ts_ns".into(), p.first_ts_ns.into());
+    o.insert("pruned_last_ts_ns".into(), p.last_ts_ns.into());
+    let mut why = Vec::new();
+    if p.reasons & blackbox::log::retention::REASON_BYTES != 0 {
+        why.push("max_bytes");
+    }
+    if p.reasons & blackbox::log::retention::REASON_AGE != 0 {
+        why.push("max_age");
+    }
+    if p.reasons & blackbox::log::retention::REASON_PINNED_CAP != 0 {
+        why.push("pinned_max_bytes");
+    }
+    o.insert("reasons".into(), why.into());
+    o.insert("cut_link".into(), hex(&p.cut_link).into());
+    o.insert("segments".into(), p.segments.len().into());
+    o.insert("evicted_pins".into(), p.evicted_pins.clone().into());
 }
 
 fn unknown_fields(o: &mut Map<String, Value>, record_type: u16, payload: &[u8]) {

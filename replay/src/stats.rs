@@ -18,8 +18,15 @@ use crate::time::format_time;
 /// What [`stats`] found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogStats {
-    /// Records in the log (seqs are dense from 0: the last seq + 1).
+    /// Records in the log (seqs are dense from its first: the last seq + 1 minus the
+    /// first seq).
     pub records: u64,
+    /// The first record's seq: 0, or past it in a log pruned at its front.
+    pub first_seq: Option<u64>,
+    /// In a log pruned at its front (a disk budget), the last seq pruned: the log
+    /// starts right after it. Its running totals still count every event since the log
+    /// was created (the accounting snapshots are cumulative).
+    pub pruned_up_to_seq: Option<u64>,
     /// Segment files.
     pub segments: usize,
     /// Bytes of segment files.
@@ -58,6 +65,8 @@ impl LogStats {
             "first_ts_ns": self.first_ts_ns,
             "last_ts_ns": self.last_ts_ns,
             "last_seq": self.last_seq,
+            "first_seq": self.first_seq,
+            "pruned_up_to_seq": self.pruned_up_to_seq,
             "accounting_seq": self.accounting_seq,
             "kinds": kinds,
         })
@@ -89,8 +98,11 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
     let reader = LogReader::open_with(dir, ReaderOptions { key: key.clone() })?;
     // Every segment present, readable, continuing the one before and sealed (but the
     // last): a log with a hole has no totals to give.
-    reader.structure()?;
-    let first_ts_ns = match reader.records(Seq(0)..=Seq(0))?.next() {
+    // A log pruned at its front starts at its first segment (the structure check
+    // proved that cut by its prune record).
+    let structure = reader.structure()?;
+    let start_seq = structure.first().map_or(0, |s| s.first_seq);
+    let first_ts_ns = match reader.records(Seq(start_seq)..=Seq(start_seq))?.next() {
         Some(r) => Some(r?.ts_ns()),
         None => None,
     };
@@ -98,6 +110,8 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
         records: 0,
         segments: segments.len(),
         bytes,
+        first_seq: first_ts_ns.map(|_| start_seq),
+        pruned_up_to_seq: start_seq.checked_sub(1),
         first_ts_ns,
         last_ts_ns: None,
         last_seq: None,
@@ -139,7 +153,7 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
     if let Some((seq, ts)) = replay.last_read() {
         out.last_seq = Some(seq);
         out.last_ts_ns = Some(ts);
-        out.records = seq + 1;
+        out.records = seq + 1 - start_seq;
     }
     Ok(out)
 }

@@ -226,6 +226,8 @@ pub struct Policy {
     incident: Option<IncidentPolicy>,
     /// The incident triggers' globs; empty without an incident policy.
     trigger_globs: GlobSet,
+    /// The disk budget (`[retention]`), if the log is bounded.
+    retention: Option<blackbox_log::Retention>,
 }
 
 /// What the policy says about one kind.
@@ -248,6 +250,7 @@ impl PartialEq for Policy {
         self.default == other.default
             && self.rules == other.rules
             && self.incident == other.incident
+            && self.retention == other.retention
     }
 }
 
@@ -260,6 +263,7 @@ impl Default for Policy {
             rule_globs: GlobSet::empty(),
             incident: None,
             trigger_globs: GlobSet::empty(),
+            retention: None,
         }
     }
 }
@@ -280,6 +284,7 @@ impl Policy {
             default: Tier::Full,
             rules: Vec::new(),
             incident: None,
+            retention: None,
         }
     }
 
@@ -299,6 +304,14 @@ impl Policy {
     #[must_use]
     pub fn incident(&self) -> Option<&IncidentPolicy> {
         self.incident.as_ref()
+    }
+
+    /// The disk budget (`[retention]`: `max_bytes`, `max_age`, `pinned_max_bytes`),
+    /// if the log is bounded: the log prunes its oldest segments after every seal
+    /// (`blackbox_log::Retention`), and incident windows are pinned.
+    #[must_use]
+    pub fn retention(&self) -> Option<blackbox_log::Retention> {
+        self.retention
     }
 
     /// What the policy says about `kind`: its tier, the rule that decided it, and whether
@@ -356,9 +369,17 @@ pub struct PolicyBuilder {
     default: Tier,
     rules: Vec<Rule>,
     incident: Option<IncidentPolicy>,
+    retention: Option<blackbox_log::Retention>,
 }
 
 impl PolicyBuilder {
+    /// Bounds the log's disk (see [`Policy::retention`]).
+    #[must_use]
+    pub fn retention(mut self, retention: blackbox_log::Retention) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
     /// Sets the tier of kinds that no rule matches (by default [`Tier::Full`]).
     #[must_use]
     pub fn default_tier(mut self, tier: Tier) -> Self {
@@ -458,6 +479,7 @@ impl PolicyBuilder {
             rule_globs,
             incident: self.incident,
             trigger_globs,
+            retention: self.retention,
         })
     }
 }

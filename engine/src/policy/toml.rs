@@ -71,6 +71,11 @@ impl Policy {
                 postroll: duration_text(i.postroll_ns),
                 preroll_bytes_max: format!("{}B", i.preroll_bytes_max),
             }),
+            retention: self.retention.map(|r| RetentionOut {
+                max_bytes: r.max_bytes.map(|b| format!("{b}B")),
+                max_age: r.max_age_ns.map(duration_text),
+                pinned_max_bytes: format!("{}B", r.pinned_max_bytes),
+            }),
         };
         // Strings, booleans, numbers and tables of them: the serializer cannot fail.
         ::toml::to_string(&out).unwrap_or_default()
@@ -137,6 +142,17 @@ pub(super) struct PolicyOut<'a> {
     rules: Vec<RuleOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     incident: Option<IncidentOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retention: Option<RetentionOut>,
+}
+
+#[derive(serde::Serialize)]
+pub(super) struct RetentionOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_bytes: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_age: Option<String>,
+    pinned_max_bytes: String,
 }
 
 #[derive(serde::Serialize)]
@@ -192,6 +208,62 @@ pub(super) struct PolicyToml {
     #[serde(default)]
     rules: Vec<Spanned<RuleToml>>,
     incident: Option<Spanned<IncidentToml>>,
+    retention: Option<Spanned<RetentionToml>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RetentionToml {
+    max_bytes: Option<Spanned<SizeToml>>,
+    max_age: Option<Spanned<String>>,
+    pinned_max_bytes: Option<Spanned<SizeToml>>,
+}
+
+impl RetentionToml {
+    fn into_retention(
+        self,
+        located: &Located<'_>,
+        span: &Range<usize>,
+    ) -> Result<blackbox_log::Retention, PolicyError> {
+        let size = |key: &str, value: &Spanned<SizeToml>| {
+            let bytes = match value.get_ref() {
+                SizeToml::Text(text) => parse_size(text),
+                SizeToml::Bytes(bytes) => u64::try_from(*bytes)
+                    .map_err(|_| format!("size {bytes} is negative: {SIZE_EXPECTED}")),
+            };
+            bytes.map_err(|reason| located.at(&value.span(), format!("invalid {key}: {reason}")))
+        };
+        let retention = blackbox_log::Retention {
+            max_bytes: self
+                .max_bytes
+                .as_ref()
+                .map(|v| size("max_bytes", v))
+                .transpose()?,
+            max_age_ns: self
+                .max_age
+                .as_ref()
+                .map(|v| {
+                    parse_duration(v.get_ref()).map_err(|reason| {
+                        located.at(&v.span(), format!("invalid max_age: {reason}"))
+                    })
+                })
+                .transpose()?,
+            pinned_max_bytes: self
+                .pinned_max_bytes
+                .as_ref()
+                .map(|v| size("pinned_max_bytes", v))
+                .transpose()?
+                .unwrap_or(0),
+        };
+        if !retention.is_bounded() {
+            return Err(located.at(
+                span,
+                "[retention] needs max_bytes or max_age: without either nothing is ever pruned"
+                    .to_owned(),
+            ));
+        }
+        Ok(retention)
+    }
 }
 
 // `match` and `tier` are optional here so that a missing one is reported in this
@@ -314,6 +386,11 @@ impl PolicyToml {
         if let Some(incident) = self.incident {
             let span = incident.span();
             builder = builder.incident(incident.into_inner().into_incident(&located, &span)?);
+        }
+
+        if let Some(retention) = self.retention {
+            let span = retention.span();
+            builder = builder.retention(retention.into_inner().into_retention(&located, &span)?);
         }
 
         // Everything with a place in the file was checked above; what remains (compiling

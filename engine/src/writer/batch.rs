@@ -59,7 +59,20 @@ impl Writer {
                 Record::new(*t, *ts, &self.arena[range.clone()]).with_tag(*tag)
             })
             .collect();
+        let (first_ts, last_ts) = (records[0].ts_ns, records[records.len() - 1].ts_ns);
+        drop(records);
+        self.close_pins(first_ts, self.log.next_seq().0);
+        let records: Vec<Record<'_>> = self
+            .out
+            .iter()
+            .map(|(t, ts, range, tag)| {
+                Record::new(*t, *ts, &self.arena[range.clone()]).with_tag(*tag)
+            })
+            .collect();
         let last = self.log.append_batch(&records)?;
+        if let Some(seq) = last {
+            self.after_batch(last_ts, seq.0);
+        }
         self.dirty = true;
         self.out.clear();
         self.arena.clear();

@@ -170,8 +170,12 @@ impl Writer {
         let kind = msg.kind.id;
         self.counts(kind).kept += 1;
         self.emit_event(msg, tier, 1.0);
-        let trigger_seq = self.flush_out()?.map_or(0, |s| s.0);
+        // Pinned before the batch that may roll and prune: its id, the trigger's seq,
+        // is set once the batch gives it.
         let postroll_end = self.add_span(ts, ts.saturating_add(incident.postroll_ns));
+        self.pin_incident(u64::MAX, preroll_start, postroll_end);
+        let trigger_seq = self.flush_out()?.map_or(0, |s| s.0);
+        self.name_pin(u64::MAX, trigger_seq);
         let marker = IncidentRecord {
             trigger_seq,
             trigger_kind: kind,

@@ -5,6 +5,8 @@ mod accounting;
 mod batch;
 mod dictionary;
 mod incidents;
+mod pins;
+pub use pins::RELEASE_DIR;
 mod tiers;
 mod watermark;
 
@@ -72,6 +74,10 @@ pub(crate) struct Writer {
     ring_next_id: u64,
     /// Post-roll windows `[trigger, end)` of the triggers taken, sorted and merged.
     spans: VecDeque<Span>,
+    /// Incident windows pinned against the disk budget.
+    pins: pins::Pins,
+    /// Whether the log has a disk budget (pins matter only then).
+    retention_bounded: bool,
     last_stamp_ns: u64,
     /// Every interned id up to this one is in the log's dictionary.
     named_upto: u32,
@@ -166,6 +172,11 @@ impl Writer {
             ring_min: VecDeque::new(),
             ring_next_id: 0,
             spans: VecDeque::new(),
+            pins: pins::Pins::default(),
+            retention_bounded: config
+                .retention
+                .or(config.policy.retention())
+                .is_some_and(|r| r.is_bounded()),
             last_stamp_ns: restored.last_ts_ns,
             named_upto: 0,
             preamble_stale: false,
@@ -430,6 +441,9 @@ impl Writer {
                 }
             },
             Msg::Sync(reply) => waiting.syncs.push(reply),
+            Msg::Release(trigger_seq, reply) => {
+                let _ = reply.send(Ok(self.release_pin(trigger_seq)));
+            }
             Msg::Working { last, reply } => {
                 let changes = self.shared.working.take_through(last);
                 self.emit_changes(changes);
@@ -520,6 +534,9 @@ impl Writer {
                     let _ = reply.send(Err(self.shared.failure()));
                 }
                 Msg::Sync(r) => {
+                    let _ = r.send(Err(self.shared.failure()));
+                }
+                Msg::Release(_, r) => {
                     let _ = r.send(Err(self.shared.failure()));
                 }
                 Msg::Working { reply, .. } => {

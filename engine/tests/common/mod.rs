@@ -341,6 +341,9 @@ pub fn read_log(dir: &Path) -> Vec<Rec> {
                 ts_ns,
                 toml: String::from_utf8(payload.to_vec()).expect("a policy is UTF-8 text"),
             }
+        } else if t == blackbox::log::retention::PRUNE_RECORD_TYPE {
+            // The log's own record of a pruning: not the recorder's.
+            continue;
         } else {
             panic!("unknown record type {t:?} at seq {seq}");
         };

@@ -79,7 +79,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if !args.salvage {
         blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
     }
-    let (since, until) = args.range.resolve(dir, key.as_ref())?;
+    let ((since, until), incident) = args.range.resolve_incident(dir, key.as_ref())?;
     let query = super::replay::query(since, until, None, None, &args.kinds)?.key(key.clone());
     // The bar runs over seqs up to the log's end when the export starts.
     let (verified, end) = match LogReader::open_with(
@@ -153,6 +153,18 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     if lost {
         return Err(CliError::salvaged());
+    }
+    // A whole incident exported intact is released: a recorder under a disk budget no
+    // longer keeps its window.
+    if let Some(trigger_seq) = incident
+        && !args.salvage
+    {
+        super::release::request(dir, trigger_seq)?;
+        let _ = writeln!(
+            io::stderr().lock(),
+            "blackbox: released incident {trigger_seq}: a recorder writing {} stops keeping its window from its next segment on",
+            dir.display()
+        );
     }
     Ok(())
 }

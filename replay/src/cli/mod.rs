@@ -24,6 +24,7 @@ mod kb;
 mod range;
 mod record;
 mod record_kb;
+mod release;
 mod replay;
 mod state;
 mod stats;
@@ -62,6 +63,8 @@ enum Command {
     Export(export::Args),
     /// Record a simulated robot run with an incident into a new log, then review it.
     Demo(demo::Args),
+    /// Release an incident: a recorder under a disk budget stops keeping its window.
+    Release(release::Args),
 }
 
 /// Runs the command line and maps every outcome to an exit code: 0 on success, 1 on a
@@ -81,6 +84,7 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => replay::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Digest(args) => digest::run(args),
+        Command::Release(args) => release::run(args),
         Command::Stats(args) => stats::run(args),
         Command::State(args) => state::run(args),
         Command::Kb(args) => kb::run(args),

@@ -70,6 +70,9 @@ pub struct RangeArgs {
     pub window: Option<u64>,
 }
 
+/// A range of times (ns), each end optional.
+pub type TimeRange = (Option<u64>, Option<u64>);
+
 /// The default `--window` around a seq.
 const WINDOW_DEFAULT_NS: u64 = 10_000_000_000;
 
@@ -80,9 +83,20 @@ impl RangeArgs {
         dir: &Path,
         key: Option<&ChainKey>,
     ) -> Result<(Option<u64>, Option<u64>), CliError> {
+        self.resolve_incident(dir, key).map(|(range, _)| range)
+    }
+
+    /// As [`RangeArgs::resolve`], and the trigger seq of the incident the range is,
+    /// when it is `--around` an incident without `--window`: its whole window.
+    pub fn resolve_incident(
+        &self,
+        dir: &Path,
+        key: Option<&ChainKey>,
+    ) -> Result<(TimeRange, Option<u64>), CliError> {
         let Some(around) = self.around else {
-            return Ok((self.since, self.until));
+            return Ok(((self.since, self.until), None));
         };
+        let mut incident = None;
         let key = key.cloned();
         let (center, default) = match around {
             Around::Seq(seq) => {
@@ -141,6 +155,7 @@ impl RangeArgs {
                         if count == 1 { "" } else { "s" }
                     )));
                 };
+                incident = Some(i.trigger_seq);
                 (
                     i.trigger_ts_ns,
                     Some((i.preroll_start_ns, i.postroll_end_ns)),
@@ -148,12 +163,15 @@ impl RangeArgs {
             }
         };
         Ok(match (self.window, default) {
-            (None, Some((from, to))) => (Some(from), Some(to)),
+            (None, Some((from, to))) => ((Some(from), Some(to)), incident),
             (w, _) => {
                 let w = w.unwrap_or(WINDOW_DEFAULT_NS);
                 (
-                    Some(center.saturating_sub(w)),
-                    Some(center.saturating_add(w)),
+                    (
+                        Some(center.saturating_sub(w)),
+                        Some(center.saturating_add(w)),
+                    ),
+                    None,
                 )
             }
         })

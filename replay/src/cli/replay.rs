@@ -284,6 +284,21 @@ pub fn human(r: &Record) -> String {
                 serde_json::Value::Object(c.working.clone())
             );
         }
+        Body::Prune(p) => {
+            let _ = write!(
+                s,
+                "pruned seqs {}..={} ({} bytes, {} segment{}, records up to {}) by the disk budget",
+                p.first_seq,
+                p.last_seq,
+                p.bytes,
+                p.segments.len(),
+                if p.segments.len() == 1 { "" } else { "s" },
+                blackbox_replay::format_time(p.last_ts_ns)
+            );
+            if !p.evicted_pins.is_empty() {
+                let _ = write!(s, "; pins evicted: {:?}", p.evicted_pins);
+            }
+        }
         Body::Policy(toml) => {
             let lines: Vec<&str> = toml.lines().filter(|l| !l.is_empty()).collect();
             let _ = write!(s, "policy in force: {}", lines.join("; "));

@@ -37,10 +37,18 @@ pub fn run(args: Args) -> Result<(), CliError> {
         return out.flush().map_err(super::stdout_error);
     }
     let seqs = match stats.last_seq {
-        Some(last) => format!(" (seq 0..={last})"),
+        Some(last) => format!(" (seq {}..={last})", stats.first_seq.unwrap_or(0)),
         None => String::new(),
     };
     line(&mut out, format!("records   {}{seqs}", stats.records))?;
+    if let Some(cut) = stats.pruned_up_to_seq {
+        line(
+            &mut out,
+            format!(
+                "pruned    up to seq {cut} (the totals below still count every event since the log was created)"
+            ),
+        )?;
+    }
     line(
         &mut out,
         format!(

@@ -4,6 +4,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use blackbox::Digest;
+use blackbox_replay::format_time;
 use serde_json::json;
 
 use super::{CliError, DirArg, describe_log, human_bytes, key_from, line, progress_bar};
@@ -77,7 +78,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 "last": report.last.map(|d| d.to_string()),
                 "digest": digest.map(|d| d.to_string()),
                 "digest_matched": digest.is_some().then_some(report.digest_matched),
+                "digest_pruned": digest.is_some().then_some(report.digest_pruned),
                 "torn_tail": torn,
+                "pruned": report.pruned.as_ref().map(|p| json!({
+                    "up_to_seq": p.up_to_seq,
+                    "at_ns": p.at_ns,
+                    "at": format_time(p.at_ns),
+                    "record_seq": p.record_seq,
+                    "bytes": p.record.bytes,
+                    "last_pruned_ts_ns": p.record.last_ts_ns,
+                })),
             }),
         )?;
     } else {
@@ -91,9 +101,26 @@ pub fn run(args: Args) -> Result<(), CliError> {
             human_bytes(report.bytes)
         );
         if let Some(d) = &digest {
-            text.push_str(&format!("; it holds the prefix of digest {d}"));
+            if report.digest_pruned {
+                text.push_str(&format!(
+                    "; digest {d} is older than the cut: the records it covers were pruned, so it can be neither matched nor refuted"
+                ));
+            } else {
+                text.push_str(&format!("; it holds the prefix of digest {d}"));
+            }
         }
         line(&mut out, text)?;
+        if let Some(p) = &report.pruned {
+            line(
+                &mut out,
+                format!(
+                    "pruned up to seq {} at {} (by the log's disk budget, on the record at seq {}; the retained log's chain is verified from the cut)",
+                    p.up_to_seq,
+                    format_time(p.at_ns),
+                    p.record_seq
+                ),
+            )?;
+        }
         if let Some(last) = report.last {
             line(&mut out, format!("last: {last}"))?;
         }

@@ -1,0 +1,303 @@
+//! A log the recorder wrote, pruned at its front by the log's disk budget: `stats`,
+//! `verify` and reads give the same totals as the whole log and say what was pruned.
+//! The oracle is a copy of the log left whole.
+
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use blackbox::{Config, Event, LogOptions, ManualClock, Recorder};
+use blackbox_log::{Log, LogReader, Retention, Seq};
+use common::{blackbox, ok, s};
+
+const START_NS: u64 = 1_767_225_600_000_000_000;
+
+/// Writes a log of a few dozen segments through the recorder, in two sessions; returns
+/// the digest after the first.
+fn write_log(dir: &Path) -> String {
+    let clock = ManualClock::new(START_NS);
+    let mut first_digest = None;
+    for _session in 0..2 {
+        let config = Config::new()
+            .clock(Arc::new(clock.clone()))
+            .accounting_interval_ns(1_000_000_000)
+            .log_options(LogOptions::new().segment_bytes_max(8 << 10));
+        let recorder = Recorder::open(dir, config).unwrap();
+        for i in 0..3000u32 {
+            let kind = ["a.x", "b.y", "c.z"][(i % 3) as usize];
+            let payload = [u8::try_from(i % 256).unwrap(); 48];
+            recorder.record(&Event::new(kind).raw(&payload)).unwrap();
+            clock.advance_ns(5_000_000);
+        }
+        recorder.close().unwrap();
+        first_digest.get_or_insert_with(|| {
+            LogReader::open(dir)
+                .unwrap()
+                .digest()
+                .unwrap()
+                .unwrap()
+                .to_string()
+        });
+    }
+    first_digest.unwrap()
+}
+
+fn copy_files(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn stats_and_verify_after_pruning_match_the_whole_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whole = tmp.path().join("whole");
+    let pruned = tmp.path().join("pruned");
+    let early = write_log(&whole);
+    copy_files(&whole, &pruned);
+    let (mut log, _) = Log::open(
+        &pruned,
+        LogOptions::new()
+            .segment_bytes_max(8 << 10)
+            .retention(Retention {
+                max_bytes: Some(64 << 10),
+                max_age_ns: None,
+                pinned_max_bytes: 0,
+            }),
+    )
+    .unwrap();
+    let prune_seq = log.prune().unwrap().unwrap();
+    let (_, record) = log.take_pruned().pop().unwrap();
+    log.close().unwrap();
+    let first = record.last_seq + 1;
+    assert!(first > 1000, "pruned only up to {}", record.last_seq);
+
+    let a = blackbox_replay::stats(&whole, None).unwrap();
+    let b = blackbox_replay::stats(&pruned, None).unwrap();
+    // The running totals are the whole log's: they are cumulative.
+    assert_eq!(b.kinds, a.kinds);
+    assert_eq!(a.kinds["a.x"].seen, 2000);
+    // What the pruned log holds: from the cut to the prune record.
+    assert_eq!(b.last_seq, Some(prune_seq.0));
+    assert_eq!(b.first_seq, Some(first));
+    assert_eq!(b.records, prune_seq.0 + 1 - first);
+    let ts_at = |dir: &Path, seq: u64| {
+        LogReader::open(dir)
+            .unwrap()
+            .records(Seq(seq)..=Seq(seq))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .ts_ns()
+    };
+    assert_eq!(b.first_ts_ns, Some(ts_at(&whole, first)));
+    assert_eq!(b.pruned_up_to_seq, Some(record.last_seq));
+    assert_eq!(a.first_seq, Some(0));
+    assert_eq!(a.pruned_up_to_seq, None);
+
+    // Reads start at the cut: every event the pruned log returns is the whole log's.
+    let whole_rows = common::replay_json(&whole, &[]);
+    let pruned_rows = common::replay_json(&pruned, &[]);
+    assert!(!pruned_rows.is_empty());
+    let from_cut: Vec<&serde_json::Value> = whole_rows
+        .iter()
+        .filter(|r| r["seq"].as_u64().unwrap() >= first)
+        .collect();
+    let (prune_row, pruned_rows) = pruned_rows.split_last().unwrap();
+    assert_eq!(prune_row["type"], "prune");
+    assert_eq!(prune_row["seq"], prune_seq.0);
+    assert_eq!(prune_row["pruned_last_seq"], record.last_seq);
+    assert_eq!(prune_row["reasons"], serde_json::json!(["max_bytes"]));
+    assert_eq!(pruned_rows.len(), from_cut.len());
+    for (a, b) in pruned_rows.iter().zip(&from_cut) {
+        assert_eq!(&a, b, "seq {}", a["seq"]);
+    }
+    ok(&blackbox(&["digest", "--dir", s(&pruned)]));
+    let at = blackbox_replay::format_time(a.last_ts_ns.unwrap());
+    assert_eq!(
+        ok(&blackbox(&[
+            "state",
+            "--dir",
+            s(&pruned),
+            "--at",
+            &at,
+            "--json"
+        ])),
+        ok(&blackbox(&[
+            "state",
+            "--dir",
+            s(&whole),
+            "--at",
+            &at,
+            "--json"
+        ]))
+    );
+
+    // `verify` says where the log was cut, and when.
+    let text = ok(&blackbox(&["verify", "--dir", s(&pruned)]));
+    assert!(
+        text.contains(&format!("pruned up to seq {}", record.last_seq)),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&blackbox(&["verify", "--dir", s(&pruned), "--json"]))).unwrap();
+    assert_eq!(json["pruned"]["up_to_seq"], record.last_seq);
+    assert_eq!(json["pruned"]["at_ns"], ts_at(&pruned, prune_seq.0));
+    // A digest of the whole log taken before the cut is pruned there, not tampered.
+    let early_seq: u64 = early.split(':').next().unwrap().parse().unwrap();
+    assert!(early_seq < record.last_seq);
+    let text = ok(&blackbox(&[
+        "verify",
+        "--dir",
+        s(&pruned),
+        "--digest",
+        &early,
+    ]));
+    assert!(
+        text.contains(&format!("digest {early} is older than the cut")),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok(&blackbox(&[
+        "verify",
+        "--dir",
+        s(&pruned),
+        "--digest",
+        &early,
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(json["digest_matched"], false);
+    assert_eq!(json["digest_pruned"], true);
+}
+
+/// Records 1500 events of 200 bytes under a 48 KiB budget with a trigger after event
+/// 500; runs `release_at(i, trigger)` after each event. Returns the trigger's seq and
+/// time.
+fn record_incident(dir: &Path, mut after: impl FnMut(u64, Seq)) -> (Seq, u64) {
+    use blackbox::Clock;
+    use blackbox::policy::{IncidentPolicy, Policy};
+    let clock = ManualClock::new(START_NS);
+    let step = 1_000_000;
+    let policy = Policy::builder()
+        .incident(IncidentPolicy {
+            preroll_ns: 50 * step,
+            postroll_ns: 80 * step,
+            ..IncidentPolicy::new(&["fail.*"])
+        })
+        .retention(Retention {
+            max_bytes: Some(48 << 10),
+            max_age_ns: None,
+            pinned_max_bytes: 256 << 10,
+        })
+        .build()
+        .unwrap();
+    let config = Config::new()
+        .clock(Arc::new(clock.clone()))
+        .policy(policy)
+        .log_options(LogOptions::new().segment_bytes_max(8 << 10));
+    let recorder = Recorder::open(dir, config).unwrap();
+    let mut trigger = (Seq(0), 0);
+    for i in 0..1500u64 {
+        let mut payload = i.to_le_bytes().to_vec();
+        payload.resize(200, 0);
+        recorder.record(&Event::new("a.x").raw(&payload)).unwrap();
+        if i == 500 {
+            clock.advance_ns(step / 2);
+            trigger = (
+                recorder.record_evidence(&Event::new("fail.now")).unwrap(),
+                clock.now_ns(),
+            );
+        }
+        clock.advance_ns(step);
+        if i % 50 == 0 {
+            recorder.sync().unwrap();
+        }
+        after(i, trigger.0);
+    }
+    recorder.close().unwrap();
+    trigger
+}
+
+#[test]
+fn release_lets_a_running_recorder_prune_an_incident_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Not released: the trigger is still in the log at the end.
+    let kept = tmp.path().join("kept");
+    let (trigger, _) = record_incident(&kept, |_, _| {});
+    assert!(LogReader::open(&kept).unwrap().structure().unwrap()[0].first_seq < trigger.0);
+    // Released from another process while the recorder runs: the window goes.
+    let released = tmp.path().join("released");
+    let (trigger, _) = record_incident(&released, |i, trigger| {
+        if i == 900 {
+            let text = ok(&blackbox(&[
+                "release",
+                "--dir",
+                s(&released),
+                &trigger.0.to_string(),
+            ]));
+            assert!(
+                text.contains(&format!("released incident {}", trigger.0)),
+                "{text}"
+            );
+        }
+    });
+    let first = LogReader::open(&released).unwrap().structure().unwrap()[0].first_seq;
+    assert!(
+        first > trigger.0,
+        "the window is still there (log starts at {first})"
+    );
+    // The request was taken.
+    assert_eq!(
+        fs::read_dir(released.join(blackbox::RELEASE_DIR))
+            .unwrap()
+            .count(),
+        0
+    );
+    // A seq that is no incident's trigger is refused, naming how to find one.
+    let err = common::fails(&blackbox(&["release", "--dir", s(&released), "3"]));
+    assert!(err.contains("no incident whose trigger is seq 3"), "{err}");
+}
+
+#[test]
+fn exporting_a_whole_incident_releases_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let out = tmp.path().join("incident.jsonl");
+    let (trigger, _) = record_incident(&dir, |i, _| {
+        if i == 900 {
+            let (stdout, stderr) = {
+                let o = blackbox(&[
+                    "export",
+                    "--dir",
+                    s(&dir),
+                    "--around",
+                    "incident",
+                    "--out",
+                    s(&out),
+                ]);
+                assert!(o.status.success(), "{o:?}");
+                (
+                    String::from_utf8(o.stdout).unwrap(),
+                    String::from_utf8(o.stderr).unwrap(),
+                )
+            };
+            assert!(stderr.contains("released incident"), "{stdout}{stderr}");
+        }
+    });
+    // The exported file holds the window; the log no longer does.
+    assert!(fs::read_to_string(&out).unwrap().lines().count() > 100);
+    let first = LogReader::open(&dir).unwrap().structure().unwrap()[0].first_seq;
+    assert!(
+        first > trigger.0,
+        "the window is still there (log starts at {first})"
+    );
+}
