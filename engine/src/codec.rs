@@ -501,6 +501,23 @@ impl Counters {
     }
 }
 
+impl ArchivedCounters {
+    /// The counters, read in place out of an accounting record: the one decoding every
+    /// reader of the totals uses (the recorder's restore, replay's decoder).
+    pub fn to_counters(&self) -> Counters {
+        Counters {
+            seen: self.seen.to_native(),
+            kept: self.kept.to_native(),
+            sampled_out: self.sampled_out.to_native(),
+            summarized: self.summarized.to_native(),
+            dropped: self.dropped.to_native(),
+            overflow: self.overflow.to_native(),
+            preroll: self.preroll.to_native(),
+            lost: self.lost.to_native(),
+        }
+    }
+}
+
 /// Per-kind running totals. An ordinary accounting record lists the kinds whose totals
 /// changed since the log's previous accounting record (a kind it does not list keeps its
 /// totals); a snapshot (`snapshot` set: a segment preamble's, or the one a session
@@ -649,4 +666,42 @@ where
         + for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rancor::Error>>,
 {
     rkyv::access::<T, rancor::Error>(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+    use super::*;
+
+    #[test]
+    fn counters_read_in_place_keep_every_field_in_its_place() {
+        // Each field a different value, so a field read into another's place shows.
+        let written = Counters {
+            seen: 1,
+            kept: 2,
+            sampled_out: 3,
+            summarized: 4,
+            dropped: 5,
+            overflow: 6,
+            preroll: 7,
+            lost: u64::MAX,
+        };
+        let record = AccountingRecord {
+            snapshot: false,
+            watermark_ns: 9,
+            kinds: vec![(11, written)],
+        };
+        let bytes = encode_to_vec(&record);
+        let a = access::<ArchivedAccountingRecord>(&bytes).unwrap();
+        let read = a.kinds[0].1.to_counters();
+        assert_eq!(read.seen, 1);
+        assert_eq!(read.kept, 2);
+        assert_eq!(read.sampled_out, 3);
+        assert_eq!(read.summarized, 4);
+        assert_eq!(read.dropped, 5);
+        assert_eq!(read.overflow, 6);
+        assert_eq!(read.preroll, 7);
+        assert_eq!(read.lost, u64::MAX);
+    }
 }

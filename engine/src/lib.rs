@@ -50,14 +50,18 @@
 
 mod clock;
 pub mod codec;
+mod config;
 mod delta;
 mod error;
 mod event;
 mod names;
 pub mod policy;
 mod recorder;
+mod restore;
+mod shared;
 mod sum;
 mod working;
+mod writer;
 
 pub use blackbox_kb as kb;
 pub use blackbox_kb::{AsOf, Conditions, Fact, KnowledgeBase, Outcome, Provenance, Status};
@@ -66,13 +70,15 @@ pub use blackbox_log::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::Counters;
+pub use config::{Config, Overflow};
 pub use delta::WorkingDelta;
 pub use error::{Error, Result};
 pub use event::Event;
 pub use names::{DictionaryFold, NAMES_PER_LOG_MAX, NameLimitError, VALUES_PER_EVENT_MAX};
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
-pub use recorder::{Config, KB_DIR, Overflow, Recorder, SUMMARY_GRACE_NS};
+pub use recorder::{KB_DIR, Recorder};
 pub use working::{CHANGE_BYTES as WORKING_CHANGE_BYTES, DELTA_OVERHEAD_BYTES, WorkingMemory};
+pub use writer::SUMMARY_GRACE_NS;
 
 // The recorder is shared by the threads of a runtime: it must stay `Send + Sync`.
 const _: fn() = || {

@@ -525,17 +525,7 @@ impl Decoder {
                 let mut kinds = BTreeMap::new();
                 for e in a.kinds.iter() {
                     let name = self.lookup(e.0.to_native(), "kind", seq, t)?;
-                    let c = &e.1;
-                    let counters = Counters {
-                        seen: c.seen.to_native(),
-                        kept: c.kept.to_native(),
-                        sampled_out: c.sampled_out.to_native(),
-                        summarized: c.summarized.to_native(),
-                        dropped: c.dropped.to_native(),
-                        overflow: c.overflow.to_native(),
-                        preroll: c.preroll.to_native(),
-                        lost: c.lost.to_native(),
-                    };
+                    let counters = e.1.to_counters();
                     if kinds.insert(name.clone(), counters).is_some() {
                         return Err(fail(format!("kind {name:?} appears twice")));
                     }
