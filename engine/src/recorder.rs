@@ -58,7 +58,11 @@ impl Recorder {
     /// restore state cannot be decoded.
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Recorder> {
         let dir = dir.as_ref();
-        let log_opts = config.log.clone().durability(Durability::Buffered);
+        let mut log_opts = config.log.clone().durability(Durability::Buffered);
+        // The policy's `[log]` section, when it has one, sets the blocks' compression.
+        if let Some(compression) = config.policy.compression() {
+            log_opts = log_opts.compression(compression);
+        }
         let (log, recovery) = Log::open(dir, log_opts)?;
         if config.event_bytes_max.saturating_add(EVENT_OVERHEAD_BYTES) > log.record_bytes_max() {
             return Err(blackbox_log::Error::InvalidOptions {
