@@ -149,9 +149,9 @@ thread_local! {
 /// Every length is checked before anything is allocated: the frames length against
 /// the format's limit ([`MAX_COMPRESSED_FRAMES_BYTES`]), the block's frame count and
 /// alignment, the zstd length against the stored bytes, and the zstd frame's declared
-/// content size against the frames length. The buffer is then exactly the frames
-/// length, and zstd refuses to write past it: data that expands further is an error,
-/// as is data that fills less of it or leaves bytes unread.
+/// content size against the frames length, and that the zstd bytes are exactly one
+/// frame. The buffer is then exactly the frames length, and zstd refuses to write past
+/// it: data that expands further is an error, as is data that fills less of it.
 pub(crate) fn decompress(header: &BlockHeader, stored: &[u8]) -> Result<AlignedBuf, String> {
     debug_assert!(header.compressed);
     if stored.len() < COMPRESSED_HEAD_LEN {
@@ -197,6 +197,16 @@ pub(crate) fn decompress(header: &BlockHeader, stored: &[u8]) -> Result<AlignedB
             return Err("compressed block's zstd frame declares no content size".to_owned());
         }
         Err(_) => return Err("compressed block's zstd frame header is not valid".to_owned()),
+    }
+    // One frame fills the zstd bytes: nothing may follow it (decompression would pass
+    // over a skippable frame, so bytes no check reads could hide there).
+    match zstd_safe::find_frame_compressed_size(z) {
+        Ok(n) if n == zlen => {}
+        _ => {
+            return Err(format!(
+                "compressed block's zstd bytes are not one zstd frame of {zlen} bytes"
+            ));
+        }
     }
     let mut buf = AlignedBuf::zeroed(frames_len);
     let out = buf.bytes_mut();

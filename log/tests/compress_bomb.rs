@@ -197,7 +197,8 @@ fn read_every_way(dir: &Path) -> (String, String, usize) {
     });
     let read = match read {
         Err(e @ Error::Corrupt(_)) => e.to_string(),
-        other => panic!("the forged block was read: {other:?}"),
+        Ok(records) => panic!("the forged block was read: {} records", records.len()),
+        Err(e) => panic!("the forged block was refused, but not as damage: {e}"),
     };
     let verified = match verified {
         Err(e @ Error::Corrupt(_)) => e.to_string(),
@@ -287,7 +288,20 @@ fn decompression_bombs_are_refused_without_a_huge_allocation() {
     }
     assert!(largest < 4 * MIB, "largest allocation {largest} bytes");
 
-    // 4. Data that decompresses to less than it claims.
+    // 4. A skippable frame after the zstd frame (decompression would pass over it):
+    // the zstd bytes must be exactly one frame.
+    let dir = tempfile::tempdir().unwrap();
+    let mut z = zstd::bulk::compress(&f, 3).unwrap();
+    z.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+    z.extend_from_slice(&5u32.to_le_bytes());
+    z.extend_from_slice(b"extra");
+    forge(dir.path(), 100, true_len, &z);
+    let (read, verified, _) = read_every_way(dir.path());
+    for text in [&read, &verified] {
+        assert!(text.contains("are not one zstd frame of"), "{text}");
+    }
+
+    // 5. Data that decompresses to less than it claims.
     let dir = tempfile::tempdir().unwrap();
     let mut z = zstd::bulk::compress(&f, 3).unwrap();
     set_content_size(&mut z, u64::from(true_len) + 64);
