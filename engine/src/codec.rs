@@ -100,7 +100,10 @@ impl Encoding {
 
 /// Payload bytes on their way into an event record: up to 128 bytes without a heap
 /// allocation. Archived exactly as a `Vec<u8>`.
-pub type Payload = smallvec::SmallVec<[u8; 128]>;
+pub type Payload = smallvec::SmallVec<[u8; PAYLOAD_INLINE_BYTES]>;
+
+/// The bytes a [`Payload`] holds without a heap allocation.
+pub const PAYLOAD_INLINE_BYTES: usize = 128;
 
 /// An event record, owned: what the recorder encodes with [`EventRecord::encode`] and
 /// what [`EventView::to_record`] gives back. Not an rkyv archive: events have a lean
@@ -173,41 +176,19 @@ impl EventRecord {
             self.tier < 4 && self.encoding < 4,
             "tier or encoding out of range"
         );
-        let mut flags = self.tier | (self.encoding << 2);
-        // The header and the optional fields: at most 8 + 4 + 8 + 8 + 8 bytes.
-        let mut head = [0u8; EVENT_HEADER_LEN + 28];
-        let mut n = EVENT_HEADER_LEN;
-        let mut field = |bytes: &[u8], n: &mut usize| {
-            head[*n..*n + bytes.len()].copy_from_slice(bytes);
-            *n += bytes.len();
+        let head = EventHead {
+            kind: self.kind,
+            tier: self.tier,
+            encoding: self.encoding,
+            source: self.source,
+            event_time_ns: self.event_time_ns,
+            recorded_ns: (self.recorded_ns != log_ts_ns).then_some(self.recorded_ns),
+            weight: (self.weight.to_bits() != 1.0f64.to_bits()).then_some(self.weight),
+            value_count: self.values.len(),
         };
-        if self.source != 0 {
-            flags |= HAS_SOURCE;
-            field(&self.source.to_le_bytes(), &mut n);
-        }
-        if let Some(t) = self.event_time_ns {
-            flags |= HAS_EVENT_TIME;
-            field(&t.to_le_bytes(), &mut n);
-        }
-        if self.recorded_ns != log_ts_ns {
-            flags |= HAS_RECORDED;
-            field(&self.recorded_ns.to_le_bytes(), &mut n);
-        }
-        if self.weight.to_bits() != 1.0f64.to_bits() {
-            flags |= HAS_WEIGHT;
-            field(&self.weight.to_le_bytes(), &mut n);
-        }
-        let count = u16::try_from(self.values.len()).unwrap_or(u16::MAX);
-        head[0..4].copy_from_slice(&self.kind.to_le_bytes());
-        head[4] = flags;
-        head[5] = 0;
-        head[6..8].copy_from_slice(&count.to_le_bytes());
-        put(&head[..n]);
-        for (name, value) in &self.values {
-            let mut v = [0u8; VALUE_LEN];
-            v[..4].copy_from_slice(&name.to_le_bytes());
-            v[4..].copy_from_slice(&value.to_le_bytes());
-            put(&v);
+        put(head.encode().as_slice());
+        for &(name, value) in &self.values {
+            put(&value_bytes(name, value));
         }
         put(&self.payload);
     }
@@ -217,6 +198,218 @@ impl EventRecord {
         let mut out = Vec::new();
         self.encode(log_ts_ns, &mut out);
         out
+    }
+}
+
+/// An event record's header and the optional fields its flags announce: the one place
+/// they are laid out (see [`EventRecord::encode`]).
+struct EventHead {
+    kind: u32,
+    tier: u8,
+    encoding: u8,
+    source: u32,
+    event_time_ns: Option<u64>,
+    recorded_ns: Option<u64>,
+    weight: Option<f64>,
+    value_count: usize,
+}
+
+/// Encoded header bytes: at most 8 + 4 + 8 + 8 + 8.
+struct HeadBytes {
+    bytes: [u8; EVENT_HEADER_LEN + 28],
+    len: usize,
+}
+
+impl HeadBytes {
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl EventHead {
+    fn encode(&self) -> HeadBytes {
+        let mut head = HeadBytes {
+            bytes: [0u8; EVENT_HEADER_LEN + 28],
+            len: EVENT_HEADER_LEN,
+        };
+        let mut flags = self.tier | (self.encoding << 2);
+        let field = |bytes: &[u8], head: &mut HeadBytes| {
+            head.bytes[head.len..head.len + bytes.len()].copy_from_slice(bytes);
+            head.len += bytes.len();
+        };
+        if self.source != 0 {
+            flags |= HAS_SOURCE;
+            field(&self.source.to_le_bytes(), &mut head);
+        }
+        if let Some(t) = self.event_time_ns {
+            flags |= HAS_EVENT_TIME;
+            field(&t.to_le_bytes(), &mut head);
+        }
+        if let Some(t) = self.recorded_ns {
+            flags |= HAS_RECORDED;
+            field(&t.to_le_bytes(), &mut head);
+        }
+        if let Some(w) = self.weight {
+            flags |= HAS_WEIGHT;
+            field(&w.to_le_bytes(), &mut head);
+        }
+        let count = u16::try_from(self.value_count).unwrap_or(u16::MAX);
+        head.bytes[0..4].copy_from_slice(&self.kind.to_le_bytes());
+        head.bytes[4] = flags;
+        head.bytes[5] = 0;
+        head.bytes[6..8].copy_from_slice(&count.to_le_bytes());
+        head
+    }
+}
+
+fn value_bytes(name: u32, value: f64) -> [u8; VALUE_LEN] {
+    let mut v = [0u8; VALUE_LEN];
+    v[..4].copy_from_slice(&name.to_le_bytes());
+    v[4..].copy_from_slice(&value.to_le_bytes());
+    v
+}
+
+/// An event record as a producer encodes it, before the writer decides its tier and
+/// stamp: written as a `full` event of weight 1 whose recorded time is its stamp
+/// (neither stored). The writer appends these bytes with [`PendingEvent::restamp`],
+/// which writes only the header anew. Built by [`PendingEvent::start`], one value at a time
+/// ([`PendingEvent::push_value`]), then the payload ([`PendingEvent::finish`]).
+#[derive(Debug)]
+pub(crate) struct PendingEvent {
+    /// The record's bytes.
+    pub(crate) bytes: Payload,
+    /// The largest interned id the record names (kind, source, value names).
+    pub(crate) names_upto: u32,
+}
+
+impl PendingEvent {
+    /// Starts a record of `kind` with room for its values and a payload of
+    /// `payload_len` bytes.
+    ///
+    /// # Panics
+    ///
+    /// More than [`EVENT_VALUES_MAX`] values: the recorder refuses such an event first.
+    pub(crate) fn start(
+        kind: u32,
+        source: u32,
+        event_time_ns: Option<u64>,
+        encoding: Encoding,
+        value_count: usize,
+        payload_len: usize,
+    ) -> PendingEvent {
+        assert!(value_count <= EVENT_VALUES_MAX, "too many values");
+        let head = EventHead {
+            kind,
+            tier: WrittenTier::Full as u8,
+            encoding: encoding as u8,
+            source,
+            event_time_ns,
+            recorded_ns: None,
+            weight: None,
+            value_count,
+        }
+        .encode();
+        let len = head.len + value_count * VALUE_LEN + payload_len;
+        let bytes = if len <= PAYLOAD_INLINE_BYTES {
+            Payload::from_slice(head.as_slice())
+        } else {
+            let mut bytes = Payload::with_capacity(len);
+            bytes.extend_from_slice(head.as_slice());
+            bytes
+        };
+        PendingEvent {
+            bytes,
+            names_upto: kind.max(source),
+        }
+    }
+
+    /// Appends one value; values follow in the order pushed.
+    pub(crate) fn push_value(&mut self, name: u32, value: f64) {
+        self.bytes.extend_from_slice(&value_bytes(name, value));
+        self.names_upto = self.names_upto.max(name);
+    }
+
+    /// Appends the payload.
+    pub(crate) fn finish(&mut self, payload: &[u8]) {
+        self.bytes.extend_from_slice(payload);
+    }
+
+    /// Its source, its event time, and where its values start.
+    fn optional_fields(&self) -> (u32, Option<u64>, usize) {
+        let b = &self.bytes;
+        let flags = b[4];
+        let mut at = EVENT_HEADER_LEN;
+        let source = if flags & HAS_SOURCE != 0 {
+            at += 4;
+            le_u32(&b[at - 4..at])
+        } else {
+            0
+        };
+        let event_time_ns = if flags & HAS_EVENT_TIME != 0 {
+            at += 8;
+            Some(le_u64(&b[at - 8..at]))
+        } else {
+            None
+        };
+        (source, event_time_ns, at)
+    }
+
+    fn value_count(&self) -> usize {
+        usize::from(u16::from_le_bytes([self.bytes[6], self.bytes[7]]))
+    }
+
+    /// Its values, read back (for summary windows).
+    pub(crate) fn values(&self) -> Values<'_> {
+        let (_, _, at) = self.optional_fields();
+        Values(&self.bytes[at..at + self.value_count() * VALUE_LEN])
+    }
+
+    /// Hands `put` the record's bytes as the writer stores them: with `tier`, in a log
+    /// record stamped `log_ts_ns` when the producer stamped it `recorded_ns` (the
+    /// recorded time stored only when they differ), and `weight` (stored only when not
+    /// 1). Only the header is written anew; the values and the payload are handed on
+    /// as they are.
+    pub(crate) fn restamp(
+        &self,
+        tier: WrittenTier,
+        recorded_ns: u64,
+        weight: f64,
+        log_ts_ns: u64,
+        mut put: impl FnMut(&[u8]),
+    ) {
+        let flags = self.bytes[4];
+        debug_assert_eq!(
+            flags & (HAS_RECORDED | HAS_WEIGHT | 3),
+            0,
+            "not as `start` wrote it"
+        );
+        if recorded_ns == log_ts_ns && weight.to_bits() == 1.0f64.to_bits() {
+            // The header keeps its length: only the tier changes (a full event's bytes
+            // are handed on whole).
+            if tier == WrittenTier::Full {
+                put(&self.bytes);
+            } else {
+                let mut head = [0u8; EVENT_HEADER_LEN];
+                head.copy_from_slice(&self.bytes[..EVENT_HEADER_LEN]);
+                head[4] |= tier as u8;
+                put(&head);
+                put(&self.bytes[EVENT_HEADER_LEN..]);
+            }
+            return;
+        }
+        let (source, event_time_ns, at) = self.optional_fields();
+        let head = EventHead {
+            kind: le_u32(&self.bytes),
+            tier: tier as u8,
+            encoding: (flags >> 2) & 3,
+            source,
+            event_time_ns,
+            recorded_ns: (recorded_ns != log_ts_ns).then_some(recorded_ns),
+            weight: (weight.to_bits() != 1.0f64.to_bits()).then_some(weight),
+            value_count: self.value_count(),
+        };
+        put(head.encode().as_slice());
+        put(&self.bytes[at..]);
     }
 }
 
@@ -673,6 +866,89 @@ mod tests {
     #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
 
     use super::*;
+
+    #[test]
+    fn a_producers_record_restamped_reads_back_as_written() {
+        // Every optional field present and absent, every tier, a stamp equal to and
+        // later than the producer's, a weight of 1 and not: the reader (an independent
+        // decoder) must find what went in, and the bytes must be those of the owned
+        // record's encoding.
+        let values: &[(u32, f64)] = &[(3, 1.5), (70_000 - 4_465, -0.0)];
+        for source in [0u32, 9] {
+            for event_time_ns in [None, Some(77u64)] {
+                for nvalues in [0, 1, 2] {
+                    for (encoding, payload) in [
+                        (Encoding::None, &b""[..]),
+                        (Encoding::Raw, &b"\x00\xffab"[..]),
+                    ] {
+                        for tier in [
+                            WrittenTier::Full,
+                            WrittenTier::Sample,
+                            WrittenTier::Preroll,
+                            WrittenTier::Postroll,
+                        ] {
+                            for (stamped, log_ts) in [(1_000u64, 1_000u64), (1_000, 1_005)] {
+                                for weight in [1.0, 10.0] {
+                                    let mut pending = PendingEvent::start(
+                                        5,
+                                        source,
+                                        event_time_ns,
+                                        encoding,
+                                        nvalues,
+                                        payload.len(),
+                                    );
+                                    for &(n, v) in &values[..nvalues] {
+                                        pending.push_value(n, v);
+                                    }
+                                    pending.finish(payload);
+                                    let want_upto = values[..nvalues]
+                                        .iter()
+                                        .map(|v| v.0)
+                                        .chain([5, source])
+                                        .max()
+                                        .unwrap();
+                                    assert_eq!(pending.names_upto, want_upto);
+                                    let got_values: Vec<(u32, f64)> =
+                                        pending.values().iter().collect();
+                                    assert_eq!(got_values, values[..nvalues].to_vec());
+                                    let mut bytes = Vec::new();
+                                    pending.restamp(tier, stamped, weight, log_ts, |b| {
+                                        bytes.extend_from_slice(b)
+                                    });
+                                    let view = decode_event(&bytes, log_ts).unwrap();
+                                    assert_eq!(view.kind, 5);
+                                    assert_eq!(view.source, source);
+                                    assert_eq!(view.tier, tier);
+                                    assert_eq!(view.encoding, encoding);
+                                    assert_eq!(view.event_time_ns, event_time_ns);
+                                    assert_eq!(view.recorded_ns, stamped);
+                                    assert_eq!(view.weight.to_bits(), weight.to_bits());
+                                    let read: Vec<(u32, f64)> = view.values.iter().collect();
+                                    assert_eq!(read.len(), nvalues);
+                                    for (r, w) in read.iter().zip(values) {
+                                        assert_eq!((r.0, r.1.to_bits()), (w.0, w.1.to_bits()));
+                                    }
+                                    assert_eq!(view.payload, payload);
+                                    let owned = EventRecord {
+                                        recorded_ns: stamped,
+                                        weight,
+                                        event_time_ns,
+                                        payload: Payload::from_slice(payload),
+                                        values: values[..nvalues].to_vec(),
+                                        kind: 5,
+                                        source,
+                                        tier: tier as u8,
+                                        encoding: encoding as u8,
+                                    };
+                                    assert_eq!(bytes, owned.to_bytes(log_ts));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn counters_read_in_place_keep_every_field_in_its_place() {

@@ -12,10 +12,9 @@ use blackbox_kb::{Appended, KnowledgeBase, Sink, SinkError};
 use blackbox_log::{Durability, Log, LogReader, Recovery, Seq};
 use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::Mutex;
-use smallvec::SmallVec;
 
 use crate::clock::{Clock, Floored};
-use crate::codec::Counters;
+use crate::codec::{Counters, PendingEvent};
 use crate::config::{Config, Overflow};
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -294,10 +293,21 @@ impl Recorder {
             Some(s) => self.shared.names.intern(s)?,
             None => 0,
         };
-        let mut values = Vec::with_capacity(event.values.len());
+        // The record is encoded here, once, straight from the caller's slices: the
+        // writer appends these bytes as they are, with its header decisions (tier,
+        // weight, a later stamp) written over the header alone.
+        let mut record = PendingEvent::start(
+            kind.id,
+            source,
+            event.event_time_ns,
+            event.encoding,
+            event.values.len(),
+            event.payload.len(),
+        );
         for &(name, v) in event.values {
-            values.push((self.shared.names.intern(name)?, v));
+            record.push_value(self.shared.names.intern(name)?, v);
         }
+        record.finish(event.payload);
         // IMPORTANT: counted before the clock is read (see `Shared::stamped`); every
         // path below that does not hand the event to the writer takes it back.
         let generation = self.shared.count_stamp();
@@ -344,11 +354,8 @@ impl Recorder {
             kind,
             ts_ns,
             generation,
-            source,
-            event_time_ns: event.event_time_ns,
-            encoding: event.encoding,
-            payload: SmallVec::from_slice(event.payload),
-            values,
+            record,
+            size_bytes,
         };
         Ok(Some(Msg::Event(msg)))
     }

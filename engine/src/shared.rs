@@ -11,7 +11,7 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, Floored};
-use crate::codec::{self, Counters, Encoding};
+use crate::codec::{self, Counters};
 use crate::error::{Error, Result};
 use crate::names::{Interner, KindInfo, Kinds};
 use crate::policy::Policy;
@@ -24,19 +24,18 @@ pub(crate) struct EventMsg {
     pub(crate) ts_ns: u64,
     /// Where it is counted in `Shared::stamped`: the parity of its generation.
     pub(crate) generation: usize,
-    pub(crate) source: u32,
-    pub(crate) event_time_ns: Option<u64>,
-    pub(crate) encoding: Encoding,
-    /// Small payloads travel inside the message: a heap buffer allocated by a producer
-    /// and freed by the writer takes the allocator's slow path on both sides, which was
-    /// a third of the cost of a kept event.
-    pub(crate) payload: codec::Payload,
-    pub(crate) values: Vec<(u32, f64)>,
+    /// The event record as the producer encoded it (held inline when small: a heap
+    /// buffer allocated by a producer and freed by the writer takes the allocator's
+    /// slow path on both sides, which was a third of the cost of a kept event).
+    pub(crate) record: codec::PendingEvent,
+    /// Its payload plus `VALUE_BYTES` per value, as checked against `event_bytes_max`.
+    pub(crate) size_bytes: usize,
 }
 
 impl EventMsg {
+    /// What the event counts for in the pre-roll ring's bytes.
     pub(crate) fn size_bytes(&self) -> usize {
-        64 + self.payload.len() + self.values.len() * VALUE_BYTES
+        64 + self.size_bytes
     }
 }
 

@@ -3,33 +3,26 @@
 use blackbox_log::{Record, RecordType, Seq};
 
 use super::Writer;
-use crate::codec::{self, EventRecord, WrittenTier};
+use crate::codec::{self, WrittenTier};
 use crate::error::Result;
 use crate::shared::EventMsg;
 
 impl Writer {
-    pub(super) fn emit_event(&mut self, mut msg: EventMsg, tier: WrittenTier, weight: f64) {
+    /// Queues an event record: the bytes its producer encoded, appended to the batch
+    /// buffer as they are, behind a header that says how it was kept (`tier`,
+    /// `weight`) and, when the writer stamps it later than its producer did, when it
+    /// was recorded.
+    pub(super) fn emit_event(&mut self, msg: EventMsg, tier: WrittenTier, weight: f64) {
         if tier != WrittenTier::Preroll {
             self.out_kept.push(msg.kind.id);
         }
-        let record = EventRecord {
-            kind: msg.kind.id,
-            source: msg.source,
-            event_time_ns: msg.event_time_ns,
-            recorded_ns: msg.ts_ns,
-            tier: tier as u8,
-            weight,
-            encoding: msg.encoding as u8,
-            payload: std::mem::take(&mut msg.payload),
-            values: std::mem::take(&mut msg.values),
-        };
-        // Encoded straight into the batch buffer, without the padding rkyv archives
-        // need: an event record is read with byte copies, at any alignment.
         let at = self.stamp(msg.ts_ns);
         let start = self.arena.len();
-        record.encode_with(at, |b| self.arena.extend_from_slice(b));
+        msg.record.restamp(tier, msg.ts_ns, weight, at, |b| {
+            self.arena.extend_from_slice(b);
+        });
         self.out
-            .push((codec::EVENT, at, start..self.arena.len(), record.kind));
+            .push((codec::EVENT, at, start..self.arena.len(), msg.kind.id));
     }
 
     /// Queues a record encoded straight into the batch buffer, stamped no earlier than

@@ -12,13 +12,7 @@ impl Writer {
     /// events) wait for the event that needs them, so where dictionary records fall
     /// depends on the events alone, not on how the writer's batches happen to be cut.
     pub(super) fn name(&mut self, e: &EventMsg) {
-        let need = e
-            .values
-            .iter()
-            .map(|&(id, _)| id)
-            .chain([e.kind.id, e.source])
-            .max()
-            .unwrap_or(0);
+        let need = e.record.names_upto;
         if need <= self.named_upto {
             return;
         }

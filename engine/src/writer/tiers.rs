@@ -121,7 +121,7 @@ impl Writer {
             values: BTreeMap::new(),
         });
         w.count += 1;
-        for &(name, v) in &msg.values {
+        for (name, v) in msg.record.values().iter() {
             let s = w.values.entry(name).or_insert(ValueAcc {
                 count: 0,
                 min: v,
