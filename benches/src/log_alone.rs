@@ -12,11 +12,15 @@
 
 use std::path::Path;
 
-use blackbox_log::{Durability, Log, LogOptions, LogReader, Record, RecordType};
+use blackbox_log::{Compression, Durability, Log, LogOptions, LogReader, Record, RecordType};
 
 use crate::Result;
 use crate::harness::{Contender, Description};
 use crate::workload::{Tally, WindowQuery, Workload};
+
+/// The zstd level of the rows that compress blocks, unless `compare --zstd-level`
+/// says otherwise.
+pub const ZSTD_LEVEL: i32 = 1;
 
 /// The type tag every event is written with.
 pub const RECORD_TYPE: RecordType = RecordType(1);
@@ -43,6 +47,7 @@ pub struct LogRow {
     description: Description,
     durability: Durability,
     feed: Feed,
+    compression: Compression,
 }
 
 impl LogRow {
@@ -58,7 +63,26 @@ impl LogRow {
         },
         durability: Durability::Buffered,
         feed: Feed::Single,
+        compression: Compression::Off,
     };
+
+    /// As [`LogRow::BUFFERED`], with every block compressed by zstd at `level` (kept
+    /// where it saves an eighth).
+    #[must_use]
+    pub const fn buffered_zstd(level: i32) -> LogRow {
+        LogRow {
+            description: Description {
+                id: "log-buffered-zstd",
+                name: "`blackbox-log` alone `Buffered`, zstd blocks",
+                durability: "fdatasync at close",
+                integrity: INTEGRITY,
+                window_path: WINDOW_PATH,
+            },
+            durability: Durability::Buffered,
+            feed: Feed::Single,
+            compression: Compression::Zstd { level },
+        }
+    }
 
     /// `Durability::Sync`, `append_batch` of [`BATCH`] records: one fdatasync per
     /// batch.
@@ -72,6 +96,7 @@ impl LogRow {
         },
         durability: Durability::Sync,
         feed: Feed::Batched,
+        compression: Compression::Off,
     };
 }
 
@@ -95,7 +120,9 @@ impl Contender for LogRow {
     }
 
     fn write(&self, dir: &Path, workload: &Workload) -> Result<()> {
-        let options = LogOptions::new().durability(self.durability);
+        let options = LogOptions::new()
+            .durability(self.durability)
+            .compression(self.compression);
         let (mut log, _recovery) = Log::open(dir, options)?;
         let mut buf = Vec::new();
         match self.feed {

@@ -64,8 +64,9 @@ impl Config {
         Config::default()
     }
 
-    /// Options of the log underneath (segment size, chain key, ...). Its durability is
-    /// ignored: set it with [`Config::durability`].
+    /// Options of the log underneath (segment size, chain key, compression, ...). Its
+    /// durability is ignored: set it with [`Config::durability`]. A policy with a
+    /// `[log]` section ([`Policy::compression`]) sets the compression instead.
     pub fn log_options(mut self, log: LogOptions) -> Self {
         self.log = log;
         self

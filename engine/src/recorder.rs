@@ -61,6 +61,10 @@ impl Recorder {
         if let Some(retention) = config.retention.or(config.policy.retention()) {
             log_opts = log_opts.retention(retention);
         }
+        // The policy's `[log]` section, when it has one, sets the blocks' compression.
+        if let Some(compression) = config.policy.compression() {
+            log_opts = log_opts.compression(compression);
+        }
         let (log, recovery) = Log::open(dir, log_opts)?;
         if config.event_bytes_max.saturating_add(EVENT_OVERHEAD_BYTES) > log.record_bytes_max() {
             return Err(blackbox_log::Error::InvalidOptions {

@@ -13,7 +13,7 @@ pub const ALIGN: usize = 8;
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"BBOXSEG\0";
 /// The format version this build writes, and the only one it reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// Length of the segment header in bytes.
 pub const SEGMENT_HEADER_LEN: usize = 96;
 /// Segment header flag: the chain mixes in a secret key.
@@ -23,6 +23,18 @@ pub const FLAG_KEYED: u32 = 1;
 pub const BLOCK_MAGIC: [u8; 4] = *b"BBLK";
 /// Length of a block header in bytes.
 pub const BLOCK_HEADER_LEN: usize = 72;
+/// Bit 31 of a block header's bytes 4..8: the block's frames are stored zstd-compressed
+/// (bits 0..30 hold the stored length either way).
+pub const BLOCK_COMPRESSED: u32 = 1 << 31;
+/// Length of the head of a compressed block's stored bytes: the frames' length once
+/// decompressed (u32), the length of the zstd frame that follows (u32) and a crc32c of
+/// the two and the zstd frame (u32).
+pub const COMPRESSED_HEAD_LEN: usize = 12;
+/// Largest frames region a compressed block may decompress to: the largest block the
+/// writer cuts (`block_bytes_max` is at most 64 MiB). The writer stores a larger block
+/// (one record over 64 MiB) raw; a reader refuses a compressed block that claims more
+/// before it allocates anything for it.
+pub const MAX_COMPRESSED_FRAMES_BYTES: usize = 64 << 20;
 
 /// Length of a frame header in bytes.
 pub const FRAME_HEADER_LEN: usize = 16;
@@ -203,7 +215,9 @@ impl SegmentHeader {
 ///
 /// ```text
 ///  0..4   magic "BBLK"
-///  4..8   frames_len: bytes of frames that follow the header (u32, multiple of 8)
+///  4..8   stored length: bytes that follow the header (bits 0..30, a multiple of 8);
+///         bit 31 set: they are the frames zstd-compressed (see `crate::compress`),
+///         clear: they are the frames
 ///  8..12  count: number of frames (u32, >= 1)
 /// 12..16  crc32c of bytes 0..12 and 16..72
 /// 16..24  first seq (u64); frame i has seq first_seq + i
@@ -213,8 +227,10 @@ impl SegmentHeader {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockHeader {
-    /// Bytes of frames after the header.
-    pub frames_len: u32,
+    /// Bytes stored after the header: the frames, or the compressed frames.
+    pub stored_len: u32,
+    /// Whether the stored bytes are the frames zstd-compressed.
+    pub compressed: bool,
     /// Number of frames.
     pub count: u32,
     /// Seq of the first frame.
@@ -232,7 +248,7 @@ impl BlockHeader {
     pub fn encode_into(&self, out: &mut [u8]) {
         debug_assert_eq!(out.len(), BLOCK_HEADER_LEN);
         out[0..4].copy_from_slice(&BLOCK_MAGIC);
-        out[4..8].copy_from_slice(&self.frames_len.to_le_bytes());
+        out[4..8].copy_from_slice(&self.len_word().to_le_bytes());
         out[8..12].copy_from_slice(&self.count.to_le_bytes());
         out[16..24].copy_from_slice(&self.first_seq.to_le_bytes());
         out[24..32].copy_from_slice(&self.first_ts.to_le_bytes());
@@ -251,8 +267,10 @@ impl BlockHeader {
         if u32_at(b, 12) != block_header_crc(b) {
             return Err("block header checksum mismatch".to_owned());
         }
+        let word = u32_at(b, 4);
         let h = BlockHeader {
-            frames_len: u32_at(b, 4),
+            stored_len: word & !BLOCK_COMPRESSED,
+            compressed: word & BLOCK_COMPRESSED != 0,
             count: u32_at(b, 8),
             first_seq: u64_at(b, 16),
             first_ts: u64_at(b, 24),
@@ -268,19 +286,29 @@ impl BlockHeader {
                 h.count, h.first_seq
             ));
         }
-        if h.frames_len as usize > MAX_BLOCK_FRAMES_BYTES {
+        let what = if h.compressed {
+            "compressed frames length"
+        } else {
+            "frames length"
+        };
+        if h.stored_len as usize > MAX_BLOCK_FRAMES_BYTES {
             return Err(format!(
-                "frames length {} exceeds the format's limit of {MAX_BLOCK_FRAMES_BYTES} bytes",
-                h.frames_len
+                "{what} {} exceeds the format's limit of {MAX_BLOCK_FRAMES_BYTES} bytes",
+                h.stored_len
             ));
         }
-        if !(h.frames_len as usize).is_multiple_of(ALIGN) {
-            return Err(format!("frames length {} is not 8-aligned", h.frames_len));
+        if !(h.stored_len as usize).is_multiple_of(ALIGN) {
+            return Err(format!("{what} {} is not 8-aligned", h.stored_len));
         }
-        if (h.frames_len as usize) < h.count as usize * FRAME_HEADER_LEN {
+        let least = if h.compressed {
+            align_up(COMPRESSED_HEAD_LEN + 1)
+        } else {
+            h.count as usize * FRAME_HEADER_LEN
+        };
+        if (h.stored_len as usize) < least {
             return Err(format!(
-                "frames length {} too small for {} frames",
-                h.frames_len, h.count
+                "{what} {} too small for {} frames",
+                h.stored_len, h.count
             ));
         }
         if h.last_ts < h.first_ts {
@@ -289,10 +317,21 @@ impl BlockHeader {
         Ok(h)
     }
 
-    /// The 32 bytes of block metadata that the chain link commits to.
+    /// Header bytes 4..8: the stored length, with [`BLOCK_COMPRESSED`] for a
+    /// compressed block.
+    pub fn len_word(&self) -> u32 {
+        if self.compressed {
+            self.stored_len | BLOCK_COMPRESSED
+        } else {
+            self.stored_len
+        }
+    }
+
+    /// The 32 bytes of block metadata that the chain link commits to: header bytes
+    /// 4..12 (stored length and compression bit, count), then the seqs and times.
     pub fn chain_meta(&self) -> [u8; 32] {
         let mut m = [0u8; 32];
-        m[0..4].copy_from_slice(&self.frames_len.to_le_bytes());
+        m[0..4].copy_from_slice(&self.len_word().to_le_bytes());
         m[4..8].copy_from_slice(&self.count.to_le_bytes());
         m[8..16].copy_from_slice(&self.first_seq.to_le_bytes());
         m[16..24].copy_from_slice(&self.first_ts.to_le_bytes());
@@ -313,7 +352,7 @@ impl BlockHeader {
 
     /// Total length of the block on disk.
     pub fn total_len(&self) -> usize {
-        BLOCK_HEADER_LEN + self.frames_len as usize
+        BLOCK_HEADER_LEN + self.stored_len as usize
     }
 }
 

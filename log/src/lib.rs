@@ -59,6 +59,7 @@
 //! ```
 
 mod chain;
+mod compress;
 mod crc;
 mod error;
 pub mod format;
@@ -76,6 +77,7 @@ mod writer;
 use std::fmt;
 
 pub use chain::{ChainKey, Digest, GENESIS_LINK, Link, link_from_hex, link_to_hex};
+pub use compress::Compression;
 pub use error::{Corruption, CorruptionKind, Error, Result};
 pub use reader::{LogReader, LogRecord, ReaderOptions, Records};
 pub use retention::{Pin, PruneRecord, Retention};

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::chain::{Chainer, GENESIS_LINK, Link};
 use crate::error::{Error, Result};
-use crate::format::{self, BLOCK_HEADER_LEN, BlockHeader, SEGMENT_HEADER_LEN};
+use crate::format::{self, BlockHeader, SEGMENT_HEADER_LEN};
 use crate::reader::{LogReader, LogRecord};
 use crate::segment::{
     self, BlockCursor, CheckedBlock, HeaderState, RawBlock, SegmentEntry, SegmentFile,
@@ -373,23 +373,26 @@ impl Salvage {
     /// as lost.
     fn try_block(&mut self, pos: u64, header: BlockHeader, frames_at: usize) {
         let walk = self.walk.as_mut().expect("a segment is being walked");
-        let frames = walk.cursor.raw_frames(&header, frames_at);
+        let stored = walk.cursor.stored(&header, frames_at);
         let total = header.total_len() as u64;
-        let failure = match segment::check_frames(&header, frames, true) {
-            Err((frame_offset, seq, why)) => {
-                let at = pos + BLOCK_HEADER_LEN as u64 + frame_offset as u64;
-                Some((
-                    DamageKind::Damaged(format!("frame at byte {at} (seq {seq}): {why}")),
-                    true,
-                ))
-            }
-            Ok(()) => None,
+        let (frames, failure) = match walk.cursor.frames(pos, &header, frames_at) {
+            Err(why) => (None, Some((DamageKind::Damaged(why), true))),
+            Ok(frames) => match segment::check_frames(&header, frames.bytes(), true) {
+                Err((frame_offset, seq, why)) => {
+                    let (_, place) = segment::frame_place(pos, &header, frame_offset, seq);
+                    (
+                        None,
+                        Some((DamageKind::Damaged(format!("{place}: {why}")), true)),
+                    )
+                }
+                Ok(()) => (Some(frames), None),
+            },
         };
         let meta = header.chain_meta();
         let via = match &self.chainer {
             None => Some(Via::Unchecked),
             Some(chainer) => {
-                let matches = |link: &Link| chainer.link(frames, &meta, link) == header.link;
+                let matches = |link: &Link| chainer.link(stored, &meta, link) == header.link;
                 if self.verified.as_ref().is_some_and(matches) {
                     Some(Via::Chain)
                 } else if walk.anchors.get(&pos).is_some_and(matches) {
@@ -434,32 +437,42 @@ impl Salvage {
             Some(_) => None,
         }
         });
-        if let Some((kind, torn_if_last)) = failure {
-            // The next block, if this one was real, chains from the link it stores.
-            walk.anchors.insert(pos + total, header.link);
-            let claimed = header.first_seq.checked_add(u64::from(header.count) - 1);
-            let detail = kind.to_string();
-            let before = self.pending.as_ref().map_or(0, |p| p.places.len());
-            self.skip_damage(pos, detail, torn_if_last);
-            // Keep the precise kind for the block's own bytes.
-            if let Some(p) = self.pending.as_mut() {
-                if let Some(place) = p.places.get_mut(before)
-                    && !matches!(
-                        place.kind,
-                        DamageKind::TornTail(_) | DamageKind::Unreadable(_)
+        let frames = match (frames, failure) {
+            (Some(frames), None) => frames,
+            (_, failure) => {
+                // Frames are missing only where their checks failed.
+                let (kind, torn_if_last) = failure.unwrap_or_else(|| {
+                    (
+                        DamageKind::Damaged("its frames could not be read".to_owned()),
+                        true,
                     )
-                {
-                    place.kind = kind;
+                });
+                // The next block, if this one was real, chains from the link it stores.
+                walk.anchors.insert(pos + total, header.link);
+                let claimed = header.first_seq.checked_add(u64::from(header.count) - 1);
+                let detail = kind.to_string();
+                let before = self.pending.as_ref().map_or(0, |p| p.places.len());
+                self.skip_damage(pos, detail, torn_if_last);
+                // Keep the precise kind for the block's own bytes.
+                if let Some(p) = self.pending.as_mut() {
+                    if let Some(place) = p.places.get_mut(before)
+                        && !matches!(
+                            place.kind,
+                            DamageKind::TornTail(_) | DamageKind::Unreadable(_)
+                        )
+                    {
+                        place.kind = kind;
+                    }
+                    p.claimed_last = p.claimed_last.max(claimed);
                 }
-                p.claimed_last = p.claimed_last.max(claimed);
+                return;
             }
-            return;
-        }
+        };
         let via = via.expect("a block without a failure passed a link check");
         let walk = self.walk.as_mut().expect("a segment is being walked");
         let path = walk.cursor.segment().path.clone();
         walk.cursor.pos = pos + total;
-        let block = walk.cursor.checked(pos, header, frames_at);
+        let block = BlockCursor::checked(pos, header, frames);
         let lost_records = header.first_seq > self.next_seq;
         let broken = match via {
             Via::Chain => false,

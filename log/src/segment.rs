@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::chain::{Chainer, Link};
+use crate::compress;
 use crate::error::{Corruption, CorruptionKind, Error, Result};
 use crate::format::{
     self, BLOCK_HEADER_LEN, BLOCK_MAGIC, BlockHeader, FORMAT_VERSION, FRAME_HEADER_LEN, Footer,
@@ -179,8 +180,20 @@ pub(crate) struct AlignedBuf {
 }
 
 impl AlignedBuf {
+    /// A buffer of `len` zero bytes.
+    pub(crate) fn zeroed(len: usize) -> AlignedBuf {
+        AlignedBuf {
+            words: vec![0; len.div_ceil(8)],
+            len,
+        }
+    }
+
     pub(crate) fn bytes(&self) -> &[u8] {
         &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
     }
 
     /// Fills the buffer with up to `want` bytes of `file` from `offset`; returns how many
@@ -379,14 +392,55 @@ impl HeaderOnly {
 pub(crate) struct CheckedBlock {
     pub(crate) offset: u64,
     pub(crate) header: BlockHeader,
+    /// The cursor's chunk for a block stored raw; the decompressed frames for a
+    /// compressed one.
     pub(crate) chunk: Arc<AlignedBuf>,
     /// Index of the block's first frame byte in `chunk`.
     pub(crate) frames_at: usize,
+    /// Length of the block's frames.
+    pub(crate) frames_len: usize,
 }
 
 impl CheckedBlock {
     pub(crate) fn frames(&self) -> &[u8] {
-        &self.chunk.bytes()[self.frames_at..self.frames_at + self.header.frames_len as usize]
+        &self.chunk.bytes()[self.frames_at..self.frames_at + self.frames_len]
+    }
+}
+
+/// A block's frames: in the cursor's chunk for a block stored raw, in a buffer of their
+/// own for a compressed block.
+#[derive(Debug)]
+pub(crate) struct Frames {
+    buf: Arc<AlignedBuf>,
+    at: usize,
+    len: usize,
+}
+
+impl Frames {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf.bytes()[self.at..self.at + self.len]
+    }
+}
+
+/// Where a frame that failed its checks is, for an error: its byte offset in the
+/// segment and words naming it. A compressed block's frames are not on disk, so the
+/// offset is the block's and the words say where in its decompressed frames.
+pub(crate) fn frame_place(
+    offset: u64,
+    header: &BlockHeader,
+    frame_offset: usize,
+    seq: u64,
+) -> (u64, String) {
+    if header.compressed {
+        (
+            offset,
+            format!(
+                "frame {frame_offset} bytes into the decompressed frames of the compressed block at byte {offset} (seq {seq})"
+            ),
+        )
+    } else {
+        let at = offset + BLOCK_HEADER_LEN as u64 + frame_offset as u64;
+        (at, format!("frame at byte {at} (seq {seq})"))
     }
 }
 
@@ -526,24 +580,50 @@ impl BlockCursor {
         })
     }
 
-    /// The frames of a block [`BlockCursor::read_raw`] just made available.
-    pub(crate) fn raw_frames(&self, header: &BlockHeader, frames_at: usize) -> &[u8] {
-        &self.chunk.bytes()[frames_at..frames_at + header.frames_len as usize]
+    /// The stored bytes of a block [`BlockCursor::read_raw`] just made available (its
+    /// frames, or its compressed frames): what its chain link covers.
+    pub(crate) fn stored(&self, header: &BlockHeader, stored_at: usize) -> &[u8] {
+        &self.chunk.bytes()[stored_at..stored_at + header.stored_len as usize]
     }
 
-    /// A [`CheckedBlock`] sharing the chunk of a block [`BlockCursor::read_raw`] just
-    /// made available.
-    pub(crate) fn checked(
+    /// The frames of a block [`BlockCursor::read_raw`] just made available: its stored
+    /// bytes, or for a compressed block those bytes decompressed (within the bounds
+    /// [`compress::decompress`] checks). The error names the block.
+    pub(crate) fn frames(
         &self,
         offset: u64,
-        header: BlockHeader,
-        frames_at: usize,
-    ) -> CheckedBlock {
+        header: &BlockHeader,
+        stored_at: usize,
+    ) -> std::result::Result<Frames, String> {
+        let stored = self.stored(header, stored_at);
+        if header.compressed {
+            let buf = compress::decompress(header, stored).map_err(|why| {
+                format!("block at byte {offset} (seq {}): {why}", header.first_seq)
+            })?;
+            let len = buf.bytes().len();
+            Ok(Frames {
+                buf: Arc::new(buf),
+                at: 0,
+                len,
+            })
+        } else {
+            Ok(Frames {
+                buf: Arc::clone(&self.chunk),
+                at: stored_at,
+                len: stored.len(),
+            })
+        }
+    }
+
+    /// A [`CheckedBlock`] holding the frames of a block [`BlockCursor::read_raw`] just
+    /// made available.
+    pub(crate) fn checked(offset: u64, header: BlockHeader, frames: Frames) -> CheckedBlock {
         CheckedBlock {
             offset,
             header,
-            chunk: Arc::clone(&self.chunk),
-            frames_at,
+            chunk: frames.buf,
+            frames_at: frames.at,
+            frames_len: frames.len,
         }
     }
 
@@ -581,19 +661,30 @@ impl BlockCursor {
                 CorruptionKind::TimestampDecrease,
             ));
         }
-        let frames = self.raw_frames(&header, frames_at);
+        // The link covers the stored bytes (a compressed block's compressed frames).
+        let stored = self.stored(&header, frames_at);
         // With a chain to check, the blake3 link covers every byte the crc32c checksums
         // cover: the checksums are recomputed only when asked (verify) or when the link
         // fails, to tell a torn write (a bad checksum) from tampering (good checksums,
         // bad link) and to name the damaged frame.
         let link_ok =
-            chainer.map(|c| c.link(frames, &header.chain_meta(), &self.prev_link) == header.link);
+            chainer.map(|c| c.link(stored, &header.chain_meta(), &self.prev_link) == header.link);
         let check_crc = self.always_check_crc || link_ok != Some(true);
-        if let Err((frame_offset, seq, why)) = check_frames(&header, frames, check_crc) {
-            let at = offset + BLOCK_HEADER_LEN as u64 + frame_offset as u64;
+        let frames = match self.frames(offset, &header, frames_at) {
+            Ok(frames) => frames,
+            Err(detail) => {
+                return Ok(Step::Damaged {
+                    offset,
+                    detail,
+                    frame: Some((offset, header.first_seq)),
+                });
+            }
+        };
+        if let Err((frame_offset, seq, why)) = check_frames(&header, frames.bytes(), check_crc) {
+            let (at, place) = frame_place(offset, &header, frame_offset, seq);
             return Ok(Step::Damaged {
                 offset,
-                detail: format!("frame at byte {at} (seq {seq}): {why}"),
+                detail: format!("{place}: {why}"),
                 frame: Some((at, seq)),
             });
         }
@@ -608,7 +699,7 @@ impl BlockCursor {
         self.next_seq = header.next_seq();
         self.last_ts = header.last_ts;
         self.prev_link = header.link;
-        Ok(Step::Block(self.checked(offset, header, frames_at)))
+        Ok(Step::Block(BlockCursor::checked(offset, header, frames)))
     }
 
     /// Moves past whole blocks for which `until` holds, reading only their headers (a
@@ -703,17 +794,20 @@ impl BlockCursor {
                 return Err(self.corrupt(offset, Some(seq), CorruptionKind::BlockHeader(detail)));
             }
         };
-        let frames = self.raw_frames(&header, frames_at);
+        let stored = self.stored(&header, frames_at);
         let link_ok =
-            chainer.map(|c| c.link(frames, &header.chain_meta(), &block.prev_link) == header.link);
+            chainer.map(|c| c.link(stored, &header.chain_meta(), &block.prev_link) == header.link);
+        let frames = self
+            .frames(offset, &header, frames_at)
+            .map_err(|why| self.corrupt(offset, Some(seq), CorruptionKind::Frame(why)))?;
         if let Err((frame_offset, frame_seq, why)) =
-            check_frames(&header, frames, link_ok != Some(true))
+            check_frames(&header, frames.bytes(), link_ok != Some(true))
         {
-            let at = offset + BLOCK_HEADER_LEN as u64 + frame_offset as u64;
+            let (at, place) = frame_place(offset, &header, frame_offset, frame_seq);
             return Err(self.corrupt(
                 at,
                 Some(frame_seq),
-                CorruptionKind::Frame(format!("frame at byte {at} (seq {frame_seq}): {why}")),
+                CorruptionKind::Frame(format!("{place}: {why}")),
             ));
         }
         if link_ok == Some(false) {

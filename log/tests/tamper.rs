@@ -957,27 +957,32 @@ fn a_newer_format_version_is_refused_untouched() {
 
 #[test]
 fn an_older_format_version_is_refused_untouched_with_a_sentence_saying_so() {
-    // Version 1 stored events in another layout: this build reads its own version only.
+    // Version 1 stored events in another layout, version 2 had no compressed blocks:
+    // this build reads its own version only.
     let built = standard(None);
     let segs = built.segments();
-    for seg in [&segs[0], segs.last().unwrap()] {
-        let copy = copy_dir(built.dir.path());
-        fs::remove_file(copy.path().join(blackbox_log::LOCK_FILE_NAME)).unwrap();
-        let path = in_dir(copy.path(), seg);
-        patch_header(&path, |h| h[8..12].copy_from_slice(&1u32.to_le_bytes()));
-        let is_v1 = |e: &Error| {
-            matches!(e, Error::UnsupportedVersion { segment, found: 1, supported: 2 }
-                if *segment == path)
-        };
-        refused_untouched(copy.path(), is_v1);
-        assert!(!copy.path().join(blackbox_log::LOCK_FILE_NAME).exists());
-        let err = verify(copy.path(), None, None).unwrap_err();
-        assert!(is_v1(&err), "{err}");
-        let text = err.to_string();
-        assert!(
-            text.contains("format version 1, older than the version 2 this build reads"),
-            "{text}"
-        );
+    for old in [1u32, 2] {
+        for seg in [&segs[0], segs.last().unwrap()] {
+            let copy = copy_dir(built.dir.path());
+            fs::remove_file(copy.path().join(blackbox_log::LOCK_FILE_NAME)).unwrap();
+            let path = in_dir(copy.path(), seg);
+            patch_header(&path, |h| h[8..12].copy_from_slice(&old.to_le_bytes()));
+            let is_old = |e: &Error| {
+                matches!(e, Error::UnsupportedVersion { segment, found, supported: 3 }
+                    if *segment == path && *found == old)
+            };
+            refused_untouched(copy.path(), is_old);
+            assert!(!copy.path().join(blackbox_log::LOCK_FILE_NAME).exists());
+            let err = verify(copy.path(), None, None).unwrap_err();
+            assert!(is_old(&err), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!(
+                    "format version {old}, older than the version 3 this build reads"
+                )),
+                "{text}"
+            );
+        }
     }
 }
 

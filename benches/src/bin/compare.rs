@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use blackbox_benches::Result;
 use blackbox_benches::harness::{Contender, Expected, Settings, measure};
-use blackbox_benches::log_alone::LogRow;
+use blackbox_benches::log_alone::{LogRow, ZSTD_LEVEL};
 use blackbox_benches::peers::fjall::Fjall;
 use blackbox_benches::peers::flat::LengthPrefixed;
 use blackbox_benches::peers::jsonl::JsonLines;
@@ -32,9 +32,10 @@ use blackbox_benches::workload::{
     LOGICAL_KIND_BYTES, LOGICAL_TS_BYTES, Variant, WINDOW_LEN_PER_MILLE, WINDOW_START_PER_MILLE,
     Workload,
 };
+use blackbox_log::Compression;
 
 const USAGE: &str = "usage: compare [--events N] [--rounds R] [--workload binary|json|both] \
-                     [--rows ID,...] [--dir PATH]";
+                     [--rows ID,...] [--dir PATH] [--zstd-level L]";
 
 #[derive(Debug)]
 struct Args {
@@ -44,6 +45,8 @@ struct Args {
     /// Row ids to run; empty: every row.
     rows: Vec<String>,
     dir: PathBuf,
+    /// The zstd level of the rows that compress blocks.
+    zstd_level: i32,
 }
 
 /// What the command line asked for.
@@ -60,6 +63,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command> {
         variants: Variant::ALL.to_vec(),
         rows: Vec::new(),
         dir: std::env::temp_dir(),
+        zstd_level: ZSTD_LEVEL,
     };
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
@@ -81,7 +85,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command> {
                 }
             }
             "--rows" => {
-                let known: Vec<&str> = contenders().iter().map(|c| c.describe().id).collect();
+                let known: Vec<&str> = contenders(ZSTD_LEVEL)
+                    .iter()
+                    .map(|c| c.describe().id)
+                    .collect();
                 for id in value.split(',') {
                     if !known.contains(&id) {
                         let known = known.join(", ");
@@ -91,6 +98,14 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command> {
                 }
             }
             "--dir" => parsed.dir = PathBuf::from(&value),
+            "--zstd-level" => {
+                parsed.zstd_level = value.parse().map_err(|e| bad(&e))?;
+                let levels = Compression::zstd_levels();
+                if parsed.zstd_level == 0 || !levels.contains(&parsed.zstd_level) {
+                    let range = format!("expected {} to {}, not 0", levels.start(), levels.end());
+                    return Err(bad(&range).into());
+                }
+            }
             _ => return Err(format!("unknown argument {flag}; {USAGE}").into()),
         }
     }
@@ -101,11 +116,13 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command> {
 }
 
 /// The rows, in report order: what users run, the log alone, then the peers.
-fn contenders() -> Vec<Box<dyn Contender>> {
+fn contenders(zstd_level: i32) -> Vec<Box<dyn Contender>> {
     vec![
         Box::new(RecorderRow::BUFFERED),
+        Box::new(RecorderRow::buffered_zstd(zstd_level)),
         Box::new(RecorderRow::SYNC),
         Box::new(LogRow::BUFFERED),
+        Box::new(LogRow::buffered_zstd(zstd_level)),
         Box::new(LogRow::SYNC),
         Box::new(Mcap::UNCHUNKED),
         Box::new(Mcap::CHUNKED),
@@ -134,16 +151,17 @@ fn run(args: &Args) -> Result<()> {
         rounds: args.rounds,
         base_dir: args.dir.clone(),
     };
-    let contenders: Vec<Box<dyn Contender>> = contenders()
+    let contenders: Vec<Box<dyn Contender>> = contenders(args.zstd_level)
         .into_iter()
         .filter(|c| args.rows.is_empty() || args.rows.iter().any(|id| id == c.describe().id))
         .collect();
 
     println!(
-        "`compare`: {} events of 8 kinds, median of {} alternated rounds, temporary directories under {}; {cores} cores, load average {load_before} at the start.\n",
+        "`compare`: {} events of 8 kinds, median of {} alternated rounds, temporary directories under {}; zstd level {} for the rows with zstd blocks; {cores} cores, load average {load_before} at the start.\n",
         args.events,
         args.rounds,
         args.dir.display(),
+        args.zstd_level,
     );
     println!(
         "Logical bytes of an event: its payload + {LOGICAL_TS_BYTES} B of timestamp + {LOGICAL_KIND_BYTES} B of kind id; disk bytes are the blocks allocated (as `du` counts them). The window query asks for one kind from {}.{} % to {}.{} % of the time span. Write: from open to a durable close. Read (every event) and window: from open to the last event, each checked against the workload, right after the write (a warm page cache).\n",
@@ -262,7 +280,7 @@ mod tests {
 
     #[test]
     fn every_row_has_a_distinct_id_and_the_targets_find_theirs() {
-        let rows = contenders();
+        let rows = contenders(ZSTD_LEVEL);
         let ids: Vec<&str> = rows.iter().map(|c| c.describe().id).collect();
         let mut unique = ids.clone();
         unique.sort_unstable();

@@ -36,6 +36,10 @@
 //! preroll = "30s"               # default 30s
 //! postroll = "10s"              # default 10s
 //! preroll_bytes_max = "64MiB"   # default 64MiB; a bare integer counts bytes
+//!
+//! [log]
+//! compression = "zstd"          # or "off"; without [log], the LogOptions' setting
+//! level = 3                     # zstd level, default 3
 //! ```
 //!
 //! # Globs
@@ -105,7 +109,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::path::PathBuf;
 
-use blackbox_log::Shown;
+use blackbox_log::{Compression, Shown};
 use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use units::NS_PER_SEC;
@@ -228,6 +232,8 @@ pub struct Policy {
     trigger_globs: GlobSet,
     /// The disk budget (`[retention]`), if the log is bounded.
     retention: Option<blackbox_log::Retention>,
+    /// The log's block compression, when the policy sets it.
+    compression: Option<Compression>,
 }
 
 /// What the policy says about one kind.
@@ -251,6 +257,7 @@ impl PartialEq for Policy {
             && self.rules == other.rules
             && self.incident == other.incident
             && self.retention == other.retention
+            && self.compression == other.compression
     }
 }
 
@@ -264,6 +271,7 @@ impl Default for Policy {
             incident: None,
             trigger_globs: GlobSet::empty(),
             retention: None,
+            compression: None,
         }
     }
 }
@@ -285,7 +293,16 @@ impl Policy {
             rules: Vec::new(),
             incident: None,
             retention: None,
+            compression: None,
         }
+    }
+
+    /// The log's per-block compression the policy sets (its `[log]` section), which the
+    /// recorder opens the log with; `None`: the policy leaves it to
+    /// [`LogOptions`](blackbox_log::LogOptions).
+    #[must_use]
+    pub fn compression(&self) -> Option<Compression> {
+        self.compression
     }
 
     /// The tier of kinds that no rule matches.
@@ -370,6 +387,7 @@ pub struct PolicyBuilder {
     rules: Vec<Rule>,
     incident: Option<IncidentPolicy>,
     retention: Option<blackbox_log::Retention>,
+    compression: Option<Compression>,
 }
 
 impl PolicyBuilder {
@@ -420,6 +438,14 @@ impl PolicyBuilder {
         self
     }
 
+    /// Sets the log's per-block compression (by default the policy leaves it to the
+    /// log's options).
+    #[must_use]
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
+        self
+    }
+
     /// Checks the policy and compiles its globs.
     ///
     /// # Errors
@@ -435,6 +461,9 @@ impl PolicyBuilder {
             reason,
         };
         check_tier(&self.default).map_err(|reason| fail(format!("default tier: {reason}")))?;
+        if let Some(compression) = self.compression {
+            check_compression(compression).map_err(|reason| fail(format!("log: {reason}")))?;
+        }
 
         let mut rule_globs = GlobSetBuilder::new();
         for (index, rule) in self.rules.iter().enumerate() {
@@ -480,7 +509,27 @@ impl PolicyBuilder {
             incident: self.incident,
             trigger_globs,
             retention: self.retention,
+            compression: self.compression,
         })
+    }
+}
+
+/// Checks a compression setting: a zstd level must be one zstd has, and not 0.
+pub(crate) fn check_compression(compression: Compression) -> Result<(), String> {
+    match compression {
+        Compression::Off => Ok(()),
+        Compression::Zstd { level } => {
+            let levels = Compression::zstd_levels();
+            if level == 0 || !levels.contains(&level) {
+                Err(format!(
+                    "zstd level {level} must be between {} and {}, and not 0",
+                    levels.start(),
+                    levels.end()
+                ))
+            } else {
+                Ok(())
+            }
+        }
     }
 }
 

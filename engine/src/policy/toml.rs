@@ -7,13 +7,13 @@ use std::ops::Range;
 use std::path::Path;
 
 use ::toml::Spanned;
-use blackbox_log::Shown;
+use blackbox_log::{Compression, Shown};
 use serde::Deserialize;
 
 use super::units::{SIZE_EXPECTED, duration_text, parse_duration, parse_size};
 use super::{
-    IncidentPolicy, NO_TRIGGERS, Policy, PolicyError, Sampling, Tier, check_preroll, check_rate,
-    check_window, compile_kind_glob,
+    IncidentPolicy, NO_TRIGGERS, Policy, PolicyError, Sampling, Tier, check_compression,
+    check_preroll, check_rate, check_window, compile_kind_glob,
 };
 
 /// The largest policy file [`Policy::from_toml_file`] reads, in bytes. A policy is a short
@@ -75,6 +75,16 @@ impl Policy {
                 max_bytes: r.max_bytes.map(|b| format!("{b}B")),
                 max_age: r.max_age_ns.map(duration_text),
                 pinned_max_bytes: format!("{}B", r.pinned_max_bytes),
+            }),
+            log: self.compression.map(|c| match c {
+                Compression::Off => LogOut {
+                    compression: "off",
+                    level: None,
+                },
+                Compression::Zstd { level } => LogOut {
+                    compression: "zstd",
+                    level: Some(level),
+                },
             }),
         };
         // Strings, booleans, numbers and tables of them: the serializer cannot fail.
@@ -144,6 +154,8 @@ pub(super) struct PolicyOut<'a> {
     incident: Option<IncidentOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     retention: Option<RetentionOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log: Option<LogOut>,
 }
 
 #[derive(serde::Serialize)]
@@ -153,6 +165,13 @@ pub(super) struct RetentionOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     max_age: Option<String>,
     pinned_max_bytes: String,
+}
+
+#[derive(serde::Serialize)]
+pub(super) struct LogOut {
+    compression: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    level: Option<i32>,
 }
 
 #[derive(serde::Serialize)]
@@ -209,6 +228,7 @@ pub(super) struct PolicyToml {
     rules: Vec<Spanned<RuleToml>>,
     incident: Option<Spanned<IncidentToml>>,
     retention: Option<Spanned<RetentionToml>>,
+    log: Option<Spanned<LogToml>>,
 }
 
 #[derive(Deserialize)]
@@ -263,6 +283,57 @@ impl RetentionToml {
             ));
         }
         Ok(retention)
+    }
+}
+
+/// The `[log]` section: the log's per-block compression.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LogToml {
+    compression: Option<Spanned<String>>,
+    level: Option<Spanned<i64>>,
+}
+
+/// The zstd level of `compression = "zstd"` without a `level`.
+const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+impl LogToml {
+    fn compression(&self, located: &Located<'_>) -> Result<Compression, PolicyError> {
+        let level_only = |span: &Range<usize>| {
+            located.at(
+                span,
+                "level applies only to compression = \"zstd\"".to_owned(),
+            )
+        };
+        let Some(name) = &self.compression else {
+            return match &self.level {
+                Some(level) => Err(level_only(&level.span())),
+                None => Ok(Compression::Off),
+            };
+        };
+        match name.get_ref().as_str() {
+            "off" => match &self.level {
+                Some(level) => Err(level_only(&level.span())),
+                None => Ok(Compression::Off),
+            },
+            "zstd" => {
+                let (level, span) = match &self.level {
+                    Some(level) => (*level.get_ref(), level.span()),
+                    None => (i64::from(DEFAULT_ZSTD_LEVEL), name.span()),
+                };
+                let level = i32::try_from(level).unwrap_or(i32::MAX);
+                let compression = Compression::Zstd { level };
+                check_compression(compression).map_err(|reason| located.at(&span, reason))?;
+                Ok(compression)
+            }
+            other => Err(located.at(
+                &name.span(),
+                format!(
+                    "unknown compression {}: expected \"zstd\" or \"off\"",
+                    Shown(other)
+                ),
+            )),
+        }
     }
 }
 
@@ -391,6 +462,10 @@ impl PolicyToml {
         if let Some(retention) = self.retention {
             let span = retention.span();
             builder = builder.retention(retention.into_inner().into_retention(&located, &span)?);
+        }
+
+        if let Some(log) = &self.log {
+            builder = builder.compression(log.get_ref().compression(&located)?);
         }
 
         // Everything with a place in the file was checked above; what remains (compiling

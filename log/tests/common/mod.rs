@@ -105,6 +105,11 @@ pub struct BlockAt {
     pub start: u64,
     pub end: u64,
     pub first_seq: u64,
+    /// Records in the block.
+    pub count: u32,
+    /// Whether its frames are stored compressed (then `frames` is empty: they are not
+    /// on disk as such).
+    pub compressed: bool,
     pub frames: Vec<FrameAt>,
 }
 
@@ -129,9 +134,9 @@ pub fn to_usize(x: u64) -> usize {
     usize::try_from(x).unwrap()
 }
 
-/// Walks a segment file: header, blocks (72-byte header, `frames_len` at bytes 4..8,
-/// frames of a 16-byte header and a payload padded to 8), and the footer a trailer
-/// points at.
+/// Walks a segment file: header, blocks (72-byte header, the stored length at bytes
+/// 4..8 with bit 31 set for a compressed block, frames of a 16-byte header and a
+/// payload padded to 8), and the footer a trailer points at.
 pub fn layout(path: &Path) -> Layout {
     let bytes = fs::read(path).unwrap();
     let len = bytes.len();
@@ -154,13 +159,19 @@ pub fn layout(path: &Path) -> Layout {
             "{}: block at {at}",
             path.display()
         );
-        let frames_len = le_u32(&bytes, at + 4) as usize;
+        let word = le_u32(&bytes, at + 4);
+        let compressed = word >> 31 == 1;
+        let frames_len = (word & 0x7fff_ffff) as usize;
         let count = le_u32(&bytes, at + 8);
         let first_seq = le_u64(&bytes, at + 16);
         let end = at + BLOCK_HEADER_LEN + frames_len;
         let mut frames = Vec::new();
-        let mut f = at + BLOCK_HEADER_LEN;
-        for i in 0..count {
+        let mut f = if compressed {
+            end
+        } else {
+            at + BLOCK_HEADER_LEN
+        };
+        for i in 0..if compressed { 0 } else { count } {
             let payload_len = le_u32(&bytes, f) as usize;
             let next = f + format::frame_len(payload_len);
             frames.push(FrameAt {
@@ -176,6 +187,8 @@ pub fn layout(path: &Path) -> Layout {
             start: at as u64,
             end: end as u64,
             first_seq,
+            count,
+            compressed,
             frames,
         });
         at = end;
