@@ -52,8 +52,12 @@ impl Compression {
         zstd_safe::min_c_level()..=zstd_safe::max_c_level()
     }
 
-    /// Checks the level; the error says what is wrong in one sentence.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// Checks the level: a zstd level must be one zstd has, and not 0.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, in one sentence.
+    pub fn validate(&self) -> Result<(), String> {
         match *self {
             Compression::Off => Ok(()),
             Compression::Zstd { level } => {

@@ -462,7 +462,9 @@ impl PolicyBuilder {
         };
         check_tier(&self.default).map_err(|reason| fail(format!("default tier: {reason}")))?;
         if let Some(compression) = self.compression {
-            check_compression(compression).map_err(|reason| fail(format!("log: {reason}")))?;
+            compression
+                .validate()
+                .map_err(|reason| fail(format!("log: {reason}")))?;
         }
 
         let mut rule_globs = GlobSetBuilder::new();
@@ -511,25 +513,6 @@ impl PolicyBuilder {
             retention: self.retention,
             compression: self.compression,
         })
-    }
-}
-
-/// Checks a compression setting: a zstd level must be one zstd has, and not 0.
-pub(crate) fn check_compression(compression: Compression) -> Result<(), String> {
-    match compression {
-        Compression::Off => Ok(()),
-        Compression::Zstd { level } => {
-            let levels = Compression::zstd_levels();
-            if level == 0 || !levels.contains(&level) {
-                Err(format!(
-                    "zstd level {level} must be between {} and {}, and not 0",
-                    levels.start(),
-                    levels.end()
-                ))
-            } else {
-                Ok(())
-            }
-        }
     }
 }
 

@@ -12,8 +12,8 @@ use serde::Deserialize;
 
 use super::units::{SIZE_EXPECTED, duration_text, parse_duration, parse_size};
 use super::{
-    IncidentPolicy, NO_TRIGGERS, Policy, PolicyError, Sampling, Tier, check_compression,
-    check_preroll, check_rate, check_window, compile_kind_glob,
+    IncidentPolicy, NO_TRIGGERS, Policy, PolicyError, Sampling, Tier, check_preroll, check_rate,
+    check_window, compile_kind_glob,
 };
 
 /// The largest policy file [`Policy::from_toml_file`] reads, in bytes. A policy is a short
@@ -323,7 +323,9 @@ impl LogToml {
                 };
                 let level = i32::try_from(level).unwrap_or(i32::MAX);
                 let compression = Compression::Zstd { level };
-                check_compression(compression).map_err(|reason| located.at(&span, reason))?;
+                compression
+                    .validate()
+                    .map_err(|reason| located.at(&span, reason))?;
                 Ok(compression)
             }
             other => Err(located.at(

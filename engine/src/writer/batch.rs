@@ -52,15 +52,10 @@ impl Writer {
             self.set_preamble()?;
             self.preamble_stale = false;
         }
-        let records: Vec<Record<'_>> = self
-            .out
-            .iter()
-            .map(|(t, ts, range, tag)| {
-                Record::new(*t, *ts, &self.arena[range.clone()]).with_tag(*tag)
-            })
-            .collect();
-        let (first_ts, last_ts) = (records[0].ts_ns, records[records.len() - 1].ts_ns);
-        drop(records);
+        let (first_ts, last_ts) = match (self.out.first(), self.out.last()) {
+            (Some(first), Some(last)) => (first.1, last.1),
+            _ => return Ok(None),
+        };
         self.close_pins(first_ts, self.log.next_seq().0);
         let records: Vec<Record<'_>> = self
             .out
