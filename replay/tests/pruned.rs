@@ -121,6 +121,10 @@ fn stats_and_verify_after_pruning_match_the_whole_log() {
     for (a, b) in pruned_rows.iter().zip(&from_cut) {
         assert_eq!(&a, b, "seq {}", a["seq"]);
     }
+    // `--type prune`, as the guide has it, lists the prune record alone.
+    let only = common::replay_json(&pruned, &["--type", "prune"]);
+    assert_eq!(only.len(), 1);
+    assert_eq!(&only[0], prune_row);
     ok(&blackbox(&["digest", "--dir", s(&pruned)]));
     let at = blackbox_replay::format_time(a.last_ts_ns.unwrap());
     assert_eq!(

@@ -483,6 +483,8 @@ pub enum TypeArg {
     Working,
     /// The retention policy in force (hidden unless asked for).
     Policy,
+    /// Segments the disk budget removed: which seqs, how many bytes, why.
+    Prune,
 }
 
 impl From<TypeArg> for blackbox_replay::RecordType {
@@ -499,6 +501,7 @@ impl From<TypeArg> for blackbox_replay::RecordType {
             TypeArg::Recovery => R::Recovery,
             TypeArg::Working => R::Working,
             TypeArg::Policy => R::Policy,
+            TypeArg::Prune => R::Prune,
         }
     }
 }
