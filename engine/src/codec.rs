@@ -36,6 +36,13 @@ pub const WORKING: RecordType = RecordType(9);
 /// [`Policy::to_toml`](crate::Policy::to_toml) writes it): written when a session opens
 /// and in every segment's preamble.
 pub const POLICY: RecordType = RecordType(10);
+/// A knowledge-base snapshot: the knowledge base as of one version (JSON object, see
+/// `blackbox_kb::SnapshotRecord`). Written by the knowledge base, and repeated in every
+/// segment's preamble.
+pub const KB_SNAPSHOT: RecordType = blackbox_kb::KB_SNAPSHOT_RECORD;
+/// A knowledge-base commit carried in a segment's preamble (JSON object, see
+/// `blackbox_kb::Commit`: the commit with its original seq and time).
+pub const KB_CARRIED: RecordType = blackbox_kb::KB_CARRIED_RECORD;
 
 /// Why an event was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

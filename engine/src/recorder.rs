@@ -112,6 +112,7 @@ impl Recorder {
             failure: Mutex::new(None),
             closed: AtomicBool::new(false),
             writer: OnceLock::new(),
+            kb_snapshot_due: AtomicBool::new(false),
         });
         let mut restored = restore(dir, &shared, config.restore_working_memory)?;
         shared.kinds.set_restored(
@@ -627,6 +628,29 @@ struct KbSink {
 
 impl Sink for KbSink {
     fn append(&self, payload: Vec<u8>, evidence: &[u64]) -> Result<Appended, SinkError> {
+        self.send(payload, evidence, false)
+    }
+
+    fn append_snapshot(&self, payload: Vec<u8>) -> Result<Appended, SinkError> {
+        self.send(payload, &[], true)
+    }
+
+    fn snapshot_due(&self) -> bool {
+        self.shared.kb_snapshot_due.load(Ordering::Acquire)
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.shared.clock.now_ns()
+    }
+}
+
+impl KbSink {
+    fn send(
+        &self,
+        payload: Vec<u8>,
+        evidence: &[u64],
+        snapshot: bool,
+    ) -> Result<Appended, SinkError> {
         let failed = || SinkError::Failed(Box::new(self.shared.failure()));
         if self.shared.failed.load(Ordering::Acquire) || self.shared.closed.load(Ordering::Acquire)
         {
@@ -637,15 +661,12 @@ impl Sink for KbSink {
             ts_ns: self.shared.clock.now_ns(),
             payload,
             evidence: evidence.to_vec(),
+            snapshot,
             reply,
         };
         self.tx.send(msg).map_err(|_| failed())?;
         self.shared.wake_writer();
         rx.recv().unwrap_or_else(|_| Err(failed()))
-    }
-
-    fn now_ns(&self) -> u64 {
-        self.shared.clock.now_ns()
     }
 }
 

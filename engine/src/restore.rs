@@ -10,6 +10,7 @@ use crate::codec::{self, Counters};
 use crate::error::{Error, Result};
 use crate::names::DictionaryFold;
 use crate::shared::Shared;
+use crate::writer::kb::{self, KbCarry};
 
 /// What the log says about the state the last session left.
 #[derive(Debug, Default)]
@@ -25,7 +26,15 @@ pub(crate) struct Restored {
     pub(crate) any_record: bool,
     /// The largest watermark of the accounting records read (0: none).
     pub(crate) watermark_ns: u64,
+    /// The knowledge base's last snapshot and the commits after it, as the last
+    /// segments hold them.
+    pub(crate) kb_carry: KbCarry,
 }
+
+/// How many segments, newest first, `restore` looks in for the knowledge base's last
+/// snapshot: every segment started after one opens with it (its preamble), so it is in
+/// the last one, or in the one before when the last was left empty by a crash.
+const KB_CARRY_SEGMENTS: usize = 2;
 
 /// Restores the dictionary, the accounting totals and the working memory from the log,
 /// reading back from the last segment: to the last segment that opens with the
@@ -43,15 +52,20 @@ pub(crate) fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Res
     let mut accounting_done = false;
     let mut checkpoint_done = !restore_working;
     let mut checkpoint = None;
+    let mut kb_done = false;
+    // Per segment read for the knowledge base, newest first: its knowledge-base records.
+    let mut kb_segments: Vec<Vec<blackbox_log::LogRecord>> = Vec::new();
     // The names are folded from the last segment that opens with the dictionary.
     let dict_start = crate::names::dictionary_start(&reader, &segments, u64::MAX)?;
     // Per segment read, newest first: its dictionary entries and accounting records.
     let mut dict_segments: Vec<Vec<(u64, u32, String)>> = Vec::new();
     let mut accounting_segments: Vec<Vec<blackbox_log::LogRecord>> = Vec::new();
     for (i, seg) in segments.iter().enumerate().rev() {
-        if dict_done && accounting_done && checkpoint_done {
+        if dict_done && accounting_done && checkpoint_done && kb_done {
             break;
         }
+        let mut seg_kb = Vec::new();
+        let mut holds_kb_snapshot = false;
         let end = segments.get(i + 1).map(|s| s.first_seq);
         let mut seg_dict = Vec::new();
         let mut seg_accounting = Vec::new();
@@ -91,7 +105,16 @@ pub(crate) fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Res
                 seg_accounting.push(r);
             } else if t == codec::CHECKPOINT && !checkpoint_done {
                 last_checkpoint = Some(r);
+            } else if (t == codec::KB || t == codec::KB_CARRIED || t == codec::KB_SNAPSHOT)
+                && !kb_done
+            {
+                holds_kb_snapshot |= t == codec::KB_SNAPSHOT;
+                seg_kb.push(r);
             }
+        }
+        if !kb_done {
+            kb_segments.push(seg_kb);
+            kb_done = holds_kb_snapshot || kb_segments.len() >= KB_CARRY_SEGMENTS;
         }
         if !dict_done {
             dict_segments.push(seg_dict);
@@ -174,5 +197,39 @@ pub(crate) fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Res
         restored.totals[i] = c;
     }
     shared.names.restore(&fold);
+    restored.kb_carry = kb_carry(kb_segments)?;
     Ok(restored)
+}
+
+/// The knowledge-base carry from the knowledge-base records of the last segments
+/// (newest segment first): the last snapshot, then every commit after it whose version
+/// is above the last one taken (a commit and its carried copy are one commit).
+fn kb_carry(segments: Vec<Vec<blackbox_log::LogRecord>>) -> Result<KbCarry> {
+    let mut carry = KbCarry::default();
+    let mut last = 0;
+    for r in segments.into_iter().rev().flatten() {
+        let seq = r.seq().0;
+        let t = r.record_type();
+        let version = kb::version_of(r.payload()).map_err(|e| Error::Restore {
+            seq,
+            reason: format!("knowledge-base record: {e}"),
+        })?;
+        if t == codec::KB_SNAPSHOT {
+            carry.set_snapshot(r.payload().to_vec());
+            last = version;
+        } else if carry.has_snapshot() && version > last {
+            let carried = if t == codec::KB_CARRIED {
+                Some(r.payload().to_vec())
+            } else {
+                kb::carried_commit(seq, r.ts_ns(), r.payload())
+            };
+            match carried {
+                Some(c) => carry.push_carried(c),
+                // Not carried when written: nothing is until the next snapshot.
+                None => carry = KbCarry::default(),
+            }
+            last = version;
+        }
+    }
+    Ok(carry)
 }

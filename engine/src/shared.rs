@@ -70,6 +70,8 @@ pub(crate) enum Msg {
         ts_ns: u64,
         payload: Vec<u8>,
         evidence: Vec<u64>,
+        /// A snapshot of the knowledge base rather than a commit.
+        snapshot: bool,
         reply: Sender<Result<Appended, SinkError>>,
     },
 }
@@ -108,6 +110,10 @@ pub(crate) struct Shared {
     pub(crate) stamped: [AtomicU64; 2],
     /// The generation producers count into; only the writer moves it on.
     pub(crate) generation: AtomicU64,
+    /// The log wants a fresh knowledge-base snapshot: the writer sets it when the
+    /// commits it carries since the last snapshot pass their bound (or there is none),
+    /// the knowledge base reads it after each commit ([`blackbox_kb::Sink::snapshot_due`]).
+    pub(crate) kb_snapshot_due: AtomicBool,
 }
 
 /// A trigger a producer stamped, until the writer takes it.

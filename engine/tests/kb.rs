@@ -539,13 +539,35 @@ fn run_step(rec: &Recorder, clock: &ManualClock, model: &mut Model, step: &Step,
                             .as_ref()
                             .map(reference::Key::let_go_now)
                             .unwrap_or_default(),
+                        remembered: None,
                     })
                     .collect(),
             };
             let mut like = want.clone();
-            for (w, g) in like.changes.iter_mut().zip(&commit.record.changes) {
+            for ((w, g), (_, state)) in like
+                .changes
+                .iter_mut()
+                .zip(&commit.record.changes)
+                .zip(&changes)
+            {
                 w.fact = reference::like_opt(g.fact.as_ref(), w.fact.as_ref());
                 reference::like_rivals(&g.let_go, &mut w.let_go);
+                // A revert that leaves the key a fact carries what the key remembers
+                // again: the model's remembered values (the versions that let them go,
+                // which the model does not keep, as written).
+                let reverted = matches!(want.op, KbOp::Revert { .. });
+                match (state, &g.remembered) {
+                    (Some(state), Some(got)) if reverted => {
+                        let got: Vec<_> = got.iter().map(|l| l.state.clone()).collect();
+                        let mut model_remembered = state.remembered();
+                        reference::like_rivals(&got, &mut model_remembered);
+                        assert_eq!(got, model_remembered, "step {i}: remembered");
+                    }
+                    (None, None) => {}
+                    (Some(_), None) if !reverted => {}
+                    (_, got) => panic!("step {i}: remembered {got:?}"),
+                }
+                w.remembered = g.remembered.clone();
             }
             assert_eq!(commit.record, like, "step {i}: {step:?}");
             model.push(now, changes);

@@ -59,6 +59,23 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
     /// [`SinkError`].
     fn append(&self, payload: Vec<u8>, evidence: &[u64]) -> Result<Appended, SinkError>;
 
+    /// Appends `payload` as a snapshot record ([`crate::KB_SNAPSHOT_RECORD`]): the
+    /// knowledge base as of its latest version. The knowledge base calls it under its
+    /// write lock, so no commit falls between the state it read and the record. As
+    /// `append`, written to the operating system before it returns.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError`].
+    fn append_snapshot(&self, payload: Vec<u8>) -> Result<Appended, SinkError>;
+
+    /// Whether the log wants a fresh snapshot (it has none, or the commits after its
+    /// last one passed its bound): the knowledge base writes one after its next commit,
+    /// and when it opens.
+    fn snapshot_due(&self) -> bool {
+        false
+    }
+
     /// The clock adjudication weighs recency with, ns since the epoch.
     fn now_ns(&self) -> u64;
 }
@@ -149,13 +166,52 @@ impl KnowledgeBase {
         let view = View::open(view_dir)?;
         let log_dir = log_dir.as_ref().to_owned();
         view.catch_up(&log_dir, options.log_key.clone(), None)?;
-        Ok(KnowledgeBase {
+        let kb = KnowledgeBase {
             view,
             sink,
             log_dir,
             options,
             write: Mutex::new(0),
-        })
+        };
+        if kb.sink.snapshot_due() {
+            // A log written before snapshots existed gets its first one here.
+            let write = kb.write.lock();
+            kb.snapshot_locked(*write)?;
+        }
+        Ok(kb)
+    }
+
+    /// Appends a snapshot of the knowledge base as of its latest version to the log
+    /// (nothing before the first commit): the log's records before it may then be
+    /// pruned without losing what the knowledge base holds. The knowledge base writes
+    /// one by itself when the log asks ([`Sink::snapshot_due`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CommitTooLarge`] when the snapshot does not fit a log record;
+    /// [`Error::Recorder`], [`Error::View`], [`Error::Log`].
+    pub fn write_snapshot(&self) -> Result<Option<Appended>> {
+        let write = self.write.lock();
+        self.snapshot_locked(*write)
+    }
+
+    /// Writes a snapshot; the caller holds the write lock, which holds `committed`.
+    fn snapshot_locked(&self, committed: Version) -> Result<Option<Appended>> {
+        if self.view.version()? < committed {
+            self.view
+                .catch_up(&self.log_dir, self.options.log_key.clone(), None)?;
+        }
+        let Some(record) = self.view.snapshot_record()? else {
+            return Ok(None);
+        };
+        let payload = serde_json::to_vec(&record).map_err(|e| Error::InvalidJson {
+            field: "value",
+            reason: e.to_string(),
+        })?;
+        self.sink
+            .append_snapshot(payload)
+            .map(Some)
+            .map_err(sink_error)
     }
 
     /// The view, for every read.
@@ -286,19 +342,23 @@ impl KnowledgeBase {
             let mut then = kb.view.snapshot(AsOf::Version(target))?;
             let now = kb.view.snapshot(AsOf::Version(latest))?;
             let mut changes = Vec::new();
+            // A key that gets its old fact back remembers again what it remembered
+            // then: the commit carries it, so applying it needs no history.
+            let restore = |key: &str, mut old: Fact| -> Result<Change> {
+                old.updated = version;
+                let mut c = change(key, Some(old));
+                c.remembered = Some(kb.view.remembered_at(key, target)?);
+                Ok(c)
+            };
             for (key, fact) in now {
                 match then.remove(&key) {
                     Some(old) if old == fact => {}
-                    Some(mut old) => {
-                        old.updated = version;
-                        changes.push(change(&key, Some(old)));
-                    }
+                    Some(old) => changes.push(restore(&key, old)?),
                     None => changes.push(change(&key, None)),
                 }
             }
-            for (key, mut old) in then {
-                old.updated = version;
-                changes.push(change(&key, Some(old)));
+            for (key, old) in then {
+                changes.push(restore(&key, old)?);
             }
             changes.sort_by(|a, b| a.key.cmp(&b.key));
             Ok((Op::Revert { version: target }, Outcome::Reverted, changes))
@@ -483,19 +543,7 @@ impl KnowledgeBase {
         let appended = self
             .sink
             .append(payload, &record.provenance)
-            .map_err(|e| match e {
-                SinkError::EvidenceNotInLog { seq, next_seq } => {
-                    Error::EvidenceNotInLog { seq, next_seq }
-                }
-                SinkError::TooLarge {
-                    size_bytes,
-                    limit_bytes,
-                } => Error::CommitTooLarge {
-                    size_bytes,
-                    limit_bytes,
-                },
-                SinkError::Failed(e) => Error::Recorder(e),
-            })?;
+            .map_err(sink_error)?;
         *committed = version;
         let commit = Commit {
             seq: appended.seq,
@@ -507,11 +555,31 @@ impl KnowledgeBase {
             seq: appended.seq,
             source: Box::new(e),
         })?;
+        if self.sink.snapshot_due() {
+            // The commit is done whatever this does: a snapshot that fails (larger than
+            // a record, say) is tried again after the next commit, and the log keeps
+            // carrying the commits since the last one meanwhile.
+            let _ = self.snapshot_locked(version);
+        }
         Ok(Committed {
             version,
             outcome,
             seq: appended.seq,
         })
+    }
+}
+
+fn sink_error(e: SinkError) -> Error {
+    match e {
+        SinkError::EvidenceNotInLog { seq, next_seq } => Error::EvidenceNotInLog { seq, next_seq },
+        SinkError::TooLarge {
+            size_bytes,
+            limit_bytes,
+        } => Error::CommitTooLarge {
+            size_bytes,
+            limit_bytes,
+        },
+        SinkError::Failed(e) => Error::Recorder(e),
     }
 }
 
@@ -524,6 +592,7 @@ fn changed(key: &str, state: Option<Adjudicated>) -> Vec<Change> {
                 key: key.to_owned(),
                 fact: Some(s.fact),
                 let_go: s.let_go,
+                remembered: None,
             }]
         })
         .unwrap_or_default()
@@ -534,5 +603,6 @@ fn change(key: &str, fact: Option<Fact>) -> Change {
         key: key.to_owned(),
         fact,
         let_go: Vec::new(),
+        remembered: None,
     }
 }

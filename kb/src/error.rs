@@ -88,6 +88,21 @@ pub enum Error {
         /// Why the view could not apply it.
         source: Box<Error>,
     },
+    /// A read or a revert as of a point before the version from which the view's
+    /// history is complete: the log was pruned, and the view started from a snapshot
+    /// (see [`crate::View::history_from`]).
+    BeforeHistory {
+        /// The point asked for.
+        at: crate::model::AsOf,
+        /// The version from which the history is complete.
+        history_from: Version,
+    },
+    /// The log was pruned, and the retained log holds commits but no snapshot to
+    /// start the knowledge base from.
+    NoSnapshot {
+        /// The last seq pruned: the log starts after it.
+        pruned_upto: u64,
+    },
     /// Reading the log failed.
     Log(blackbox_log::Error),
     /// The recorder could not append the commit (it failed or is closed).
@@ -162,6 +177,20 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "committed as version {version} (log record at seq {seq}), but the knowledge-base view could not be updated: {source}; the next write or open catches it up from the log"
+            ),
+            Error::BeforeHistory { at, history_from } => {
+                let at = match at {
+                    crate::model::AsOf::Version(v) => format!("version {v}"),
+                    crate::model::AsOf::Time(t) => format!("time {t} ns"),
+                };
+                write!(
+                    f,
+                    "{at} is before the knowledge base's history: it is complete from version {history_from} only (the log was pruned before it, and the knowledge base was rebuilt from its snapshot at version {history_from})"
+                )
+            }
+            Error::NoSnapshot { pruned_upto } => write!(
+                f,
+                "the log is pruned up to seq {pruned_upto} and holds no knowledge-base snapshot: the knowledge base cannot be rebuilt from the retained log (its commits before the cut are gone)"
             ),
             Error::Log(e) => write!(f, "{e}"),
             Error::Recorder(e) => write!(f, "{e}"),

@@ -26,7 +26,10 @@ pub use base::{
 };
 pub use error::{Error, Result};
 pub use model::{
-    AsOf, Change, Commit, CommitRecord, Committed, Conditions, Difference, Fact, Op, Outcome,
-    Provenance, Rejection, Rival, Status, Version,
+    AsOf, Change, Commit, CommitRecord, Committed, Conditions, Difference, Fact, KeyLetGo, LetGo,
+    Op, Outcome, Provenance, Rejection, Rival, SnapshotRecord, Status, Version,
 };
-pub use view::{DumpEntry, KB_RECORD, View, decode_commit};
+pub use view::{
+    DumpEntry, KB_CARRIED_RECORD, KB_RECORD, KB_SNAPSHOT_RECORD, View, decode_carried,
+    decode_commit, decode_snapshot,
+};

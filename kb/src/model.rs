@@ -247,6 +247,58 @@ pub struct Change {
     /// remembers them, so they stay refuted and listed by `rejected()`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub let_go: Vec<Rival>,
+    /// For a revert that leaves the key a fact: the refuted values the key remembers
+    /// again, as it remembered them at the version restored (each with the version
+    /// that let it go). A view applies the revert from this alone, so it needs no
+    /// history before the commit (a view started from a snapshot lacks it). `None` in
+    /// commits written before it existed: the view then reads the key's history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remembered: Option<Vec<LetGo>>,
+}
+
+/// A refuted value a key's fact let go and the key remembers: the version that let it
+/// go, and the value's state then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LetGo {
+    /// The commit that let it go.
+    pub version: Version,
+    /// The value's state then.
+    pub state: Rival,
+}
+
+/// A value a key remembers, with its key: an entry of [`SnapshotRecord::let_go`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyLetGo {
+    /// The key.
+    pub key: String,
+    /// The commit that let the value go.
+    pub version: Version,
+    /// The value's state then.
+    pub state: Rival,
+}
+
+/// The knowledge base as of one version, as its snapshot record carries it (type
+/// [`crate::KB_SNAPSHOT_RECORD`]): everything a view needs to go on applying the
+/// commits after that version, so the log's records before it may be pruned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    /// The version it is as of (at least 1).
+    pub version: Version,
+    /// The time of that version's commit, ns since the epoch.
+    pub time_ns: u64,
+    /// The seq of that version's commit record.
+    pub seq: u64,
+    /// Every current fact, in key order.
+    pub facts: Vec<Fact>,
+    /// Every refuted value a fact let go that its key remembers, in key order.
+    pub let_go: Vec<KeyLetGo>,
+    /// The commit times of the versions the facts, the values let go and the
+    /// rejections name (`updated`, and the versions that let go or rejected): what
+    /// adjudication ages confidences by.
+    pub times: BTreeMap<Version, u64>,
+    /// Every value ever rejected up to the version (as
+    /// [`crate::KnowledgeBase::rejected`] lists them).
+    pub rejected: Vec<Rejection>,
 }
 
 /// A commit, as its log record carries it. Its time and seq are the record's.
@@ -344,7 +396,7 @@ impl Provenance {
 }
 
 /// A value of a key that a commit left rejected (see [`crate::KnowledgeBase::rejected`]).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rejection {
     /// The key.
     pub key: String,

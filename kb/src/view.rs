@@ -12,6 +12,9 @@
 //! | `let_go` | key ‖ `0x00` ‖ blake3 of the value's JSON text | a refuted value the key's fact let go: the version that let it go and the value's state then (JSON) |
 //! | `meta` | `applied` | last applied version (u64 BE) ‖ its seq (u64 BE) |
 //! | `meta` | `layout` | [`LAYOUT`]: a view of another layout is cleared and rebuilt |
+//! | `meta` | `base` | for a view started from a snapshot (the log was pruned): the snapshot's version, its commit's seq and time (JSON) |
+//! | `meta` | `base_rejected` | the rejections the snapshot listed (JSON) |
+//! | `meta` | `base_let_go` ‖ `0x00` ‖ key | the refuted values the key remembered at the snapshot's version (JSON) |
 //!
 //! Keys hold no `0x00` byte (see [`crate::validate_key`]), so a key's history is one
 //! contiguous range ordered by version (newest first), and a read as of version v is one
@@ -31,14 +34,27 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AsOf, Commit, CommitRecord, Conditions, Difference, Fact, Op, Rejection, Rival, Status, Version,
+    AsOf, Commit, CommitRecord, Conditions, Difference, Fact, KeyLetGo, LetGo, Op, Rejection,
+    Rival, SnapshotRecord, Status, Version,
 };
 
 /// The record type of a knowledge-base commit in the log.
 pub const KB_RECORD: blackbox_log::RecordType = blackbox_log::RecordType(5);
 
+/// The record type of a knowledge-base snapshot ([`SnapshotRecord`], JSON): the whole
+/// knowledge base as of one version, so that the log's records before it may be pruned.
+pub const KB_SNAPSHOT_RECORD: blackbox_log::RecordType = blackbox_log::RecordType(11);
+
+/// The record type of a carried commit: a copy of a commit record (type [`KB_RECORD`])
+/// in a segment's preamble, as a [`Commit`] (JSON, with the original's seq and time).
+/// Readers apply it only when they lack its version.
+pub const KB_CARRIED_RECORD: blackbox_log::RecordType = blackbox_log::RecordType(12);
+
 const APPLIED: &[u8] = b"applied";
 const LAYOUT_KEY: &[u8] = b"layout";
+const BASE: &[u8] = b"base";
+const BASE_REJECTED: &[u8] = b"base_rejected";
+const BASE_LET_GO: &[u8] = b"base_let_go\0";
 
 /// The version of the view's layout, and of the facts it stores (2: every value of a
 /// key with its claims and refutations; 3: the refuted values facts let go). A view written with another one (or none) is
@@ -63,13 +79,29 @@ pub struct View {
     meta: Keyspace,
 }
 
-/// A refuted value a key's fact let go, as the `let_go` keyspace holds it.
+/// Where a view started from a snapshot begins: the snapshot's version, and its
+/// commit's seq and time.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct LetGo {
-    /// The commit that let it go.
+struct Base {
     version: Version,
-    /// The value's state then.
-    state: Rival,
+    seq: u64,
+    time_ns: u64,
+}
+
+/// What a reader needs to know of any knowledge-base record first: its version.
+#[derive(serde::Deserialize)]
+struct VersionOnly {
+    version: Version,
+}
+
+/// A catch-up that met a version it cannot follow from what the view holds (the log
+/// was pruned past the view's last commit): the view is rebuilt.
+struct Gap;
+
+fn base_let_go_key(key: &str) -> Vec<u8> {
+    let mut k = BASE_LET_GO.to_vec();
+    k.extend_from_slice(key.as_bytes());
+    k
 }
 
 impl std::fmt::Debug for View {
@@ -114,6 +146,56 @@ fn let_go_key(key: &[u8], value: &serde_json::Value) -> Vec<u8> {
     let text = serde_json::to_string(value).unwrap_or_default();
     k.extend_from_slice(blake3::hash(text.as_bytes()).as_bytes());
     k
+}
+
+/// Decodes a snapshot record's payload, checking its keys.
+///
+/// # Errors
+///
+/// [`Error::BadRecord`] when the payload is not a snapshot.
+pub fn decode_snapshot(seq: Seq, payload: &[u8]) -> Result<SnapshotRecord> {
+    let bad = |reason: String| Error::BadRecord { seq: seq.0, reason };
+    let snap: SnapshotRecord =
+        serde_json::from_slice(payload).map_err(|e| bad(format!("not a snapshot: {e}")))?;
+    if snap.version == 0 {
+        return Err(bad("a snapshot of version 0".to_owned()));
+    }
+    let keys = snap
+        .facts
+        .iter()
+        .map(|f| &f.key)
+        .chain(snap.let_go.iter().map(|g| &g.key));
+    for key in keys {
+        crate::validate_key(key).map_err(|e| bad(format!("snapshot: {e}")))?;
+    }
+    if let Some(f) = snap.facts.iter().find(|f| f.updated > snap.version) {
+        return Err(bad(format!(
+            "snapshot of version {}: the fact of {} was updated by version {}",
+            snap.version,
+            blackbox_log::Shown(&f.key),
+            f.updated
+        )));
+    }
+    Ok(snap)
+}
+
+/// Decodes a carried commit's payload (a [`Commit`], with its original seq and time).
+///
+/// # Errors
+///
+/// [`Error::BadRecord`] when the payload is not a commit.
+pub fn decode_carried(seq: Seq, payload: &[u8]) -> Result<Commit> {
+    serde_json::from_slice(payload).map_err(|e| Error::BadRecord {
+        seq: seq.0,
+        reason: format!("not a carried commit: {e}"),
+    })
+}
+
+/// The version a knowledge-base record (commit, snapshot or carried commit) names.
+fn version_of(payload: &[u8]) -> Option<Version> {
+    serde_json::from_slice::<VersionOnly>(payload)
+        .ok()
+        .map(|v| v.version)
 }
 
 /// Decodes a commit record's payload.
@@ -276,18 +358,38 @@ impl View {
                 reason: format!("version {version} follows version {applied}"),
             });
         }
+        let base = self.history_from()?;
         let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
         for change in &commit.record.changes {
             // What the key's fact let go is remembered along its lineage (see
             // `lineage_let_go`): a key that loses its fact forgets all of it (as it
             // forgets its rivals and its refuted values), and a revert gives back what
             // the key remembered at the version it restores.
-            let restored = match (&change.fact, &commit.record.op) {
-                (None, _) => Some(BTreeMap::new()),
-                (Some(_), Op::Revert { version: target }) => Some(lineage_let_go(*target, |v| {
-                    self.lineage_step(&change.key, v)
-                })?),
-                (Some(_), _) => None,
+            // A revert written with what the key remembers again carries it: applied
+            // as it is, without the history (which a view started from a snapshot
+            // lacks before its version).
+            let restored = match (&change.fact, &commit.record.op, &change.remembered) {
+                (None, _, _) => Some(BTreeMap::new()),
+                (Some(_), Op::Revert { .. }, Some(remembered)) => Some(
+                    remembered
+                        .iter()
+                        .map(|g| (json_text(&g.state.value), (g.version, g.state.clone())))
+                        .collect(),
+                ),
+                (Some(_), Op::Revert { version: target }, None) => {
+                    if *target < base {
+                        return Err(Error::BadRecord {
+                            seq: commit.seq,
+                            reason: format!(
+                                "the revert to version {target} carries no remembered values, and the view's history starts at version {base}"
+                            ),
+                        });
+                    }
+                    Some(lineage_let_go(*target, |v| {
+                        self.lineage_step(&change.key, v, base)
+                    })?)
+                }
+                (Some(_), _, _) => None,
             };
             if let Some(restored) = restored {
                 for g in self.let_go.prefix(let_go_prefix(change.key.as_bytes())) {
@@ -342,9 +444,17 @@ impl View {
     /// kept the view's writes and lost the log's) or interrupted in a rebuild is
     /// cleared and rebuilt. Returns how many commits it applied.
     ///
+    /// A pruned log (its first segment starts past seq 0) lacks the commits before
+    /// the cut: a view that must be rebuilt then starts from the log's first snapshot
+    /// record ([`KB_SNAPSHOT_RECORD`], see [`View::load_snapshot`]) and applies the
+    /// commits after it, carried copies ([`KB_CARRIED_RECORD`]) of the versions it
+    /// lacks included. A view whose last commit was pruned goes on from the log's
+    /// first record when the retained log continues it, and is rebuilt otherwise.
+    ///
     /// # Errors
     ///
-    /// [`Error::Log`], [`Error::BadRecord`], [`Error::View`].
+    /// [`Error::Log`], [`Error::BadRecord`], [`Error::View`]; [`Error::NoSnapshot`] for
+    /// a pruned log that holds commits but no snapshot before them.
     pub fn catch_up(
         &self,
         log_dir: &Path,
@@ -352,45 +462,295 @@ impl View {
         until: Option<Seq>,
     ) -> Result<usize> {
         let reader = LogReader::open_with(log_dir, ReaderOptions { key })?;
+        let first_seq = blackbox_log::list_segments(log_dir)?
+            .first()
+            .map_or(0, |s| s.first_seq);
         let rebuilding = self
             .meta
             .get(REBUILDING)
             .map_err(self.err("read"))?
             .is_some();
         let (version, seq) = self.applied()?;
-        let mut from = 0;
+        // Where to go on from, or `None`: rebuild.
+        let mut from = None;
         if rebuilding {
             self.clear()?;
         } else if let Some(seq) = seq {
-            let found = reader.records(Seq(seq)..=Seq(seq))?.next().transpose()?;
-            let matches = match &found {
-                Some(r) if r.record_type() == KB_RECORD => {
-                    decode_commit(r.seq(), r.ts_ns(), r.payload())
-                        .is_ok_and(|c| c.record.version == version)
-                }
-                _ => false,
-            };
-            if matches {
-                from = seq + 1;
+            if seq < first_seq {
+                // Its last record was pruned: the retained log must continue it.
+                from = Some(first_seq);
             } else {
-                self.clear()?;
+                let found = reader.records(Seq(seq)..=Seq(seq))?.next().transpose()?;
+                let matches = found.as_ref().is_some_and(|r| {
+                    r.seq().0 == seq
+                        && [KB_RECORD, KB_CARRIED_RECORD, KB_SNAPSHOT_RECORD]
+                            .contains(&r.record_type())
+                        && version_of(r.payload()) == Some(version)
+                });
+                if matches {
+                    from = Some(seq + 1);
+                } else {
+                    self.clear()?;
+                }
             }
+        } else {
+            from = Some(0);
         }
-        let mut applied = 0;
         let end = until.map_or(Bound::Unbounded, Bound::Included);
-        for record in reader.records((Bound::Included(Seq(from)), end))? {
-            let record = record?;
-            if record.record_type() != KB_RECORD {
-                continue;
+        let went_on = match from {
+            Some(from) => self.read_log(&reader, from, end, false, first_seq)?,
+            None => Err(Gap),
+        };
+        let full = went_on.is_err() || from == Some(0);
+        let applied = match went_on {
+            Ok(n) => n,
+            Err(Gap) => {
+                if from.is_some() {
+                    self.clear()?;
+                }
+                // A rebuild meets no gap it could recover from: it reports damage.
+                self.read_log(&reader, 0, end, true, first_seq)?
+                    .map_err(|Gap| Error::BadRecord {
+                        seq: first_seq,
+                        reason: "the knowledge-base records do not follow one another".to_owned(),
+                    })?
             }
-            let commit = decode_commit(record.seq(), record.ts_ns(), record.payload())?;
-            self.apply(&commit)?;
-            applied += 1;
-        }
-        if rebuilding || from == 0 {
+        };
+        if full {
             self.meta.remove(REBUILDING).map_err(self.err("write"))?;
         }
         Ok(applied)
+    }
+
+    /// Applies the knowledge-base records of the log from `from`. A `rebuild` of an
+    /// empty view on a pruned log starts at the first snapshot; otherwise a version
+    /// the view cannot follow is a [`Gap`] (or, in a rebuild, damage).
+    fn read_log(
+        &self,
+        reader: &LogReader,
+        from: u64,
+        end: Bound<Seq>,
+        rebuild: bool,
+        first_seq: u64,
+    ) -> Result<std::result::Result<usize, Gap>> {
+        let mut started = !(rebuild && first_seq > 0);
+        let mut commit_before_start = false;
+        let mut applied_n = 0;
+        for record in reader.records((Bound::Included(Seq(from)), end))? {
+            let record = record?;
+            let t = record.record_type();
+            let seq = record.seq();
+            if t == KB_SNAPSHOT_RECORD {
+                if !started {
+                    let snap = decode_snapshot(seq, record.payload())?;
+                    self.load_snapshot(&snap, seq.0)?;
+                    started = true;
+                    continue;
+                }
+                let version = version_of(record.payload()).ok_or_else(|| Error::BadRecord {
+                    seq: seq.0,
+                    reason: "not a snapshot: it names no version".to_owned(),
+                })?;
+                let (applied, _) = self.applied()?;
+                if version > applied {
+                    if !rebuild {
+                        return Ok(Err(Gap));
+                    }
+                    return Err(Error::BadRecord {
+                        seq: seq.0,
+                        reason: format!(
+                            "a snapshot of version {version} follows version {applied}: the commits between are missing"
+                        ),
+                    });
+                }
+                continue;
+            }
+            let commit = if t == KB_RECORD {
+                decode_commit(seq, record.ts_ns(), record.payload())?
+            } else if t == KB_CARRIED_RECORD {
+                decode_carried(seq, record.payload())?
+            } else {
+                continue;
+            };
+            if !started {
+                commit_before_start = true;
+                continue;
+            }
+            let (applied, _) = self.applied()?;
+            let version = commit.record.version;
+            if t == KB_CARRIED_RECORD && version <= applied {
+                // A copy of a commit the view holds.
+                continue;
+            }
+            if !rebuild && (version <= applied || version > applied + 1) {
+                return Ok(Err(Gap));
+            }
+            self.apply(&commit)?;
+            applied_n += 1;
+        }
+        if !started && commit_before_start {
+            return Err(Error::NoSnapshot {
+                pruned_upto: first_seq.saturating_sub(1),
+            });
+        }
+        Ok(Ok(applied_n))
+    }
+
+    /// Empties the view and loads `snap`, read from the record at `record_seq`: the
+    /// facts (each as the key's history entry at the snapshot's version), the values
+    /// the keys remember, the rejections and the commit times the snapshot lists. The
+    /// view's history is then complete from the snapshot's version
+    /// ([`View::history_from`]); commits after it apply as usual.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn load_snapshot(&self, snap: &SnapshotRecord, record_seq: u64) -> Result<()> {
+        self.clear()?;
+        let version = snap.version;
+        let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
+        for fact in &snap.facts {
+            let json = self.encode(&Some(fact))?;
+            batch.insert(
+                &self.history,
+                history_key(fact.key.as_bytes(), version),
+                json.clone(),
+            );
+            batch.insert(&self.facts, fact.key.as_bytes(), json);
+        }
+        let mut remembered: BTreeMap<&str, Vec<LetGo>> = BTreeMap::new();
+        for g in &snap.let_go {
+            let entry = LetGo {
+                version: g.version,
+                state: g.state.clone(),
+            };
+            batch.insert(
+                &self.let_go,
+                let_go_key(g.key.as_bytes(), &g.state.value),
+                self.encode(&entry)?,
+            );
+            remembered.entry(&g.key).or_default().push(entry);
+        }
+        for (key, entries) in remembered {
+            batch.insert(&self.meta, base_let_go_key(key), self.encode(&entries)?);
+        }
+        for (v, t) in &snap.times {
+            batch.insert(&self.versions, be(*v), be(*t));
+        }
+        batch.insert(&self.versions, be(version), be(snap.time_ns));
+        let mut t = be(snap.time_ns).to_vec();
+        t.extend_from_slice(&be(version));
+        batch.insert(&self.times, t, []);
+        let base = Base {
+            version,
+            seq: snap.seq,
+            time_ns: snap.time_ns,
+        };
+        batch.insert(&self.meta, BASE, self.encode(&base)?);
+        batch.insert(&self.meta, BASE_REJECTED, self.encode(&snap.rejected)?);
+        let mut applied = be(version).to_vec();
+        applied.extend_from_slice(&be(record_seq));
+        batch.insert(&self.meta, APPLIED, applied);
+        batch.remove(&self.meta, REBUILDING);
+        batch.commit().map_err(self.err("write"))
+    }
+
+    /// The version from which the view's history is complete: 0 for a view built
+    /// from the log's start, the snapshot's version for one started from a snapshot
+    /// (the log was pruned). Reads as of an earlier version are refused
+    /// ([`Error::BeforeHistory`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn history_from(&self) -> Result<Version> {
+        Ok(self.base()?.map_or(0, |b| b.version))
+    }
+
+    fn base(&self) -> Result<Option<Base>> {
+        match self.meta.get(BASE).map_err(self.err("read"))? {
+            Some(bytes) => self.decode("base", &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// What the view's latest version is, as a snapshot record: every current fact,
+    /// the values the keys remember, every rejection and the commit times they name.
+    /// `None` before any commit.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::View`].
+    pub fn snapshot_record(&self) -> Result<Option<SnapshotRecord>> {
+        let (version, _) = self.applied()?;
+        if version == 0 {
+            return Ok(None);
+        }
+        let (seq, time_ns) = match (self.commit(version)?, self.base()?) {
+            (Some(c), _) => (c.seq, c.time_ns),
+            (None, Some(b)) if b.version == version => (b.seq, b.time_ns),
+            (None, _) => {
+                return Err(Error::BadRecord {
+                    seq: 0,
+                    reason: format!("the view holds no commit of its version {version}"),
+                });
+            }
+        };
+        let facts = self.facts()?;
+        let mut let_go = Vec::new();
+        for g in self.let_go.iter() {
+            let (k, value) = g.into_inner().map_err(self.err("read"))?;
+            let key = k.get(..k.len().saturating_sub(33)).unwrap_or_default();
+            let entry: LetGo = self.decode("let-go entry", &value)?;
+            let_go.push(KeyLetGo {
+                key: String::from_utf8_lossy(key).into_owned(),
+                version: entry.version,
+                state: entry.state,
+            });
+        }
+        let rejected = self.rejected()?;
+        let named = facts
+            .iter()
+            .map(|f| f.updated)
+            .chain(let_go.iter().map(|g| g.version))
+            .chain(rejected.iter().map(|r| r.version));
+        let mut times = BTreeMap::new();
+        for v in named {
+            if let Some(t) = self.commit_time(v)? {
+                times.insert(v, t);
+            }
+        }
+        Ok(Some(SnapshotRecord {
+            version,
+            time_ns,
+            seq,
+            facts,
+            let_go,
+            times,
+            rejected,
+        }))
+    }
+
+    /// The refuted values `key` remembers after version `at`, as a revert to `at`
+    /// restores them, in the order of their JSON text.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BeforeHistory`] for a version before [`View::history_from`];
+    /// [`Error::View`].
+    pub fn remembered_at(&self, key: &str, at: Version) -> Result<Vec<LetGo>> {
+        let base = self.history_from()?;
+        if at < base {
+            return Err(Error::BeforeHistory {
+                at: AsOf::Version(at),
+                history_from: base,
+            });
+        }
+        let map = lineage_let_go(at, |v| self.lineage_step(key, v, base))?;
+        Ok(map
+            .into_values()
+            .map(|(version, state)| LetGo { version, state })
+            .collect())
     }
 
     /// Empties the view (marking it as rebuilding until a catch-up completes).
@@ -412,6 +772,12 @@ impl View {
         ] {
             ks.clear().map_err(self.err("clear"))?;
         }
+        for g in self.meta.prefix(BASE_LET_GO) {
+            let k = g.key().map_err(self.err("read"))?;
+            self.meta.remove(k).map_err(self.err("write"))?;
+        }
+        self.meta.remove(BASE).map_err(self.err("write"))?;
+        self.meta.remove(BASE_REJECTED).map_err(self.err("write"))?;
         self.meta.remove(APPLIED).map_err(self.err("write"))
     }
 
@@ -430,8 +796,23 @@ impl View {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownVersion`] for a version above the latest; [`Error::View`].
+    /// [`Error::UnknownVersion`] for a version above the latest;
+    /// [`Error::BeforeHistory`] for a point before [`View::history_from`] (version 0,
+    /// the empty base, excepted); [`Error::View`].
     pub fn resolve(&self, at: AsOf) -> Result<Version> {
+        let version = self.resolve_any(at)?;
+        let history_from = self.history_from()?;
+        let before = match at {
+            AsOf::Version(v) => v > 0 && v < history_from,
+            AsOf::Time(_) => version < history_from,
+        };
+        if before {
+            return Err(Error::BeforeHistory { at, history_from });
+        }
+        Ok(version)
+    }
+
+    fn resolve_any(&self, at: AsOf) -> Result<Version> {
         match at {
             AsOf::Version(v) => {
                 let latest = self.version()?;
@@ -675,6 +1056,7 @@ impl View {
     ///
     /// [`Error::View`].
     pub fn rejected(&self) -> Result<Vec<Rejection>> {
+        let base = self.history_from()?;
         let mut out = Vec::new();
         // A key's history runs newest first: gathered per key, then walked oldest first.
         let mut key: Vec<u8> = Vec::new();
@@ -685,12 +1067,25 @@ impl View {
             let name = k.get(..split).unwrap_or_default();
             let version = !k.get(split + 1..).and_then(read_be).unwrap_or(u64::MAX);
             if name != key.as_slice() {
-                self.rejected_of(&key, &mut entries, &mut out)?;
+                self.rejected_of(&key, &mut entries, &mut out, base)?;
                 key = name.to_vec();
             }
             entries.push((version, self.decode("history entry", &value)?));
         }
-        self.rejected_of(&key, &mut entries, &mut out)?;
+        self.rejected_of(&key, &mut entries, &mut out, base)?;
+        if base > 0 {
+            // Those before the snapshot, as it listed them, in the same order.
+            if let Some(bytes) = self.meta.get(BASE_REJECTED).map_err(self.err("read"))? {
+                out.extend(self.decode::<Vec<Rejection>>("base rejections", &bytes)?);
+            }
+            out.sort_by(|a, b| {
+                (&a.key, a.version, json_text(&a.value)).cmp(&(
+                    &b.key,
+                    b.version,
+                    json_text(&b.value),
+                ))
+            });
+        }
         Ok(out)
     }
 
@@ -701,6 +1096,7 @@ impl View {
         key: &[u8],
         entries: &mut Vec<(Version, Option<Fact>)>,
         out: &mut Vec<Rejection>,
+        base: Version,
     ) -> Result<()> {
         let name = String::from_utf8_lossy(key).into_owned();
         // The key's lineage steps, oldest first, as far as walked.
@@ -711,11 +1107,35 @@ impl View {
         let mut remembered: BTreeMap<String, (Version, Rival)> = BTreeMap::new();
         let mut held_before: BTreeSet<String> = BTreeSet::new();
         for (version, fact) in entries.drain(..).rev() {
-            let step = self.step_of(&name, version, fact.is_none())?;
+            let step = self.step_of(&name, version, fact.is_none(), base)?;
+            if step.base {
+                // The snapshot's state: what it held rejected is listed with the
+                // snapshot's rejections, and is the state the next versions compare with.
+                held_before = fact
+                    .map(|f| rejected_in(&f, version))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|r| json_text(&r.value))
+                    .collect();
+                remembered = step
+                    .let_go
+                    .iter()
+                    .map(|(v, r)| (json_text(&r.value), (*v, r.clone())))
+                    .collect();
+                steps.push(step);
+                continue;
+            }
             let rebuilt = match step.from {
                 Basis::Nothing => Some(BTreeMap::new()),
                 Basis::Version(p) if p + 1 == version => None,
                 // A revert: what the key remembered at the version it restores.
+                Basis::Version(_) if step.restored.is_some() => Some(
+                    step.restored
+                        .iter()
+                        .flatten()
+                        .map(|(v, r)| (json_text(&r.value), (*v, r.clone())))
+                        .collect(),
+                ),
                 Basis::Version(p) => Some(lineage_let_go(p, |v| {
                     let i = steps.partition_point(|s| s.version <= v);
                     Ok(i.checked_sub(1).and_then(|i| steps.get(i)).cloned())
@@ -733,7 +1153,7 @@ impl View {
                 refutations: r.refutations,
             };
             let mut candidates: Vec<Rejection> = held.clone();
-            candidates.extend(step.let_go.iter().map(|r| as_rejection(version, r)));
+            candidates.extend(step.let_go.iter().map(|(v, r)| as_rejection(*v, r)));
             if let Some(again) = &rebuilt {
                 candidates.extend(again.values().map(|(v, r)| as_rejection(*v, r)));
             }
@@ -749,8 +1169,8 @@ impl View {
             if let Some(again) = rebuilt {
                 remembered = again;
             }
-            for r in &step.let_go {
-                remembered.insert(json_text(&r.value), (version, r.clone()));
+            for (v, r) in &step.let_go {
+                remembered.insert(json_text(&r.value), (*v, r.clone()));
             }
             held_before = held.iter().map(|r| json_text(&r.value)).collect();
             steps.push(step);
@@ -760,8 +1180,33 @@ impl View {
         Ok(())
     }
 
-    /// The lineage step of `key` at `version`, a version that changed it.
-    fn step_of(&self, key: &str, version: Version, cleared: bool) -> Result<LineageStep> {
+    /// The lineage step of `key` at `version`, a version that changed it. At `base`
+    /// (the snapshot a view started from, when not 0) the key's lineage starts, with
+    /// what it remembered then.
+    fn step_of(
+        &self,
+        key: &str,
+        version: Version,
+        cleared: bool,
+        base: Version,
+    ) -> Result<LineageStep> {
+        if base > 0 && version == base {
+            let let_go = match self
+                .meta
+                .get(base_let_go_key(key))
+                .map_err(self.err("read"))?
+            {
+                Some(bytes) => self.decode::<Vec<LetGo>>("base let-go entry", &bytes)?,
+                None => Vec::new(),
+            };
+            return Ok(LineageStep {
+                version,
+                let_go: let_go.into_iter().map(|g| (g.version, g.state)).collect(),
+                from: Basis::Nothing,
+                base: true,
+                restored: None,
+            });
+        }
         let commit = self.commit(version)?;
         let change = commit
             .as_ref()
@@ -773,15 +1218,21 @@ impl View {
         };
         Ok(LineageStep {
             version,
-            let_go: change.map(|c| c.let_go.clone()).unwrap_or_default(),
+            let_go: change
+                .map(|c| c.let_go.iter().map(|r| (version, r.clone())).collect())
+                .unwrap_or_default(),
             from,
+            base: false,
+            restored: change
+                .and_then(|c| c.remembered.as_ref())
+                .map(|r| r.iter().map(|g| (g.version, g.state.clone())).collect()),
         })
     }
 
     /// The lineage step of `key` at the last version at or before `at` that changed
     /// it, read from its history and that version's commit.
-    fn lineage_step(&self, key: &str, at: Version) -> Result<Option<LineageStep>> {
-        if at == 0 {
+    fn lineage_step(&self, key: &str, at: Version, base: Version) -> Result<Option<LineageStep>> {
+        if at == 0 || at < base {
             return Ok(None);
         }
         let from = history_key(key.as_bytes(), at);
@@ -793,7 +1244,7 @@ impl View {
         let split = k.len().saturating_sub(8);
         let version = !k.get(split..).and_then(read_be).unwrap_or(u64::MAX);
         let fact: Option<Fact> = self.decode("history entry", &value)?;
-        self.step_of(key, version, fact.is_none()).map(Some)
+        self.step_of(key, version, fact.is_none(), base).map(Some)
     }
 
     /// Every entry of every keyspace, in order: two views with equal dumps are
@@ -827,8 +1278,14 @@ impl View {
 #[derive(Debug, Clone)]
 struct LineageStep {
     version: Version,
-    let_go: Vec<Rival>,
+    /// What the fact let go, each with the version that let it go (this step's
+    /// version, but for a snapshot's base step).
+    let_go: Vec<(Version, Rival)>,
     from: Basis,
+    /// The step at the snapshot a view started from.
+    base: bool,
+    /// For a revert that carries them: what the key remembers again.
+    restored: Option<Vec<(Version, Rival)>>,
 }
 
 /// The state a version built a key's fact on.
@@ -854,8 +1311,15 @@ fn lineage_let_go(
     let mut next = Some(at);
     while let Some(v) = next {
         let Some(step) = step_at(v)? else { break };
-        for r in step.let_go {
-            out.entry(json_text(&r.value)).or_insert((step.version, r));
+        for (v, r) in step.let_go {
+            out.entry(json_text(&r.value)).or_insert((v, r));
+        }
+        if let Some(restored) = step.restored {
+            // A revert that carries what it restored: the lineage before it is that.
+            for (v, r) in restored {
+                out.entry(json_text(&r.value)).or_insert((v, r));
+            }
+            break;
         }
         next = match step.from {
             Basis::Nothing => None,
@@ -941,6 +1405,7 @@ mod tests {
                     key: "k".to_owned(),
                     fact,
                     let_go: Vec::new(),
+                    remembered: None,
                 }],
             },
         }

@@ -49,6 +49,12 @@ fn door(dir: &Path) -> Option<String> {
     Some(v["value"].as_str().unwrap().to_owned())
 }
 
+/// The value of the write the limits stop: long enough that the view's write of it (the
+/// fact, its history entry and the commit) passes a limit that the log's (the commit,
+/// after the snapshot the first commit was followed by) stays under.
+static CLOSED: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("closed{}", ".".repeat(600)));
+
 #[test]
 fn a_kb_put_that_runs_out_of_disk_says_so_in_a_sentence_and_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
@@ -82,7 +88,7 @@ fn a_kb_put_that_runs_out_of_disk_says_so_in_a_sentence_and_loses_nothing() {
     for kib in 1..=8 {
         let dir = tmp.path().join(format!("limit{kib}"));
         copy_dir(&base, &dir);
-        let out = put_limited(&dir, "\"closed\"", kib);
+        let out = put_limited(&dir, &format!("\"{}\"", CLOSED.as_str()), kib);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         // One sentence on one line, no Rust debug output, no panic.
         assert!(stderr.lines().count() <= 1, "{kib} KiB: {stderr}");
@@ -93,13 +99,13 @@ fn a_kb_put_that_runs_out_of_disk_says_so_in_a_sentence_and_loses_nothing() {
         match out.status.code() {
             Some(0) => {
                 done += 1;
-                assert_eq!(door(&dir).as_deref(), Some("closed"), "{kib} KiB");
+                assert_eq!(door(&dir).as_deref(), Some(CLOSED.as_str()), "{kib} KiB");
             }
             Some(1) if stderr.contains("committed as version 2") => {
                 // The log took the commit; the view catches up at the next read.
                 view_behind += 1;
                 assert!(stderr.contains("catches it up"), "{stderr}");
-                assert_eq!(door(&dir).as_deref(), Some("closed"), "{kib} KiB");
+                assert_eq!(door(&dir).as_deref(), Some(CLOSED.as_str()), "{kib} KiB");
             }
             Some(1) => {
                 // Refused before the log took anything: the fact is as it was.

@@ -305,3 +305,125 @@ fn exporting_a_whole_incident_releases_it() {
         "the window is still there (log starts at {first})"
     );
 }
+
+/// A log with knowledge-base commits (a snapshot written by hand at version 5, two
+/// commits after it), then events enough for many segments; the copy pruned by the
+/// log's budget holds none of the commit records, only the snapshot and the commits
+/// after it that every segment's preamble carries.
+fn write_kb_log(dir: &Path) {
+    let clock = ManualClock::new(START_NS);
+    let config = Config::new()
+        .clock(Arc::new(clock.clone()))
+        .log_options(LogOptions::new().segment_bytes_max(8 << 10));
+    let recorder = Recorder::open(dir, config).unwrap();
+    let mut evidence = Vec::new();
+    for i in 0..8 {
+        evidence.push(
+            recorder
+                .record_evidence(&Event::new("seen.door").values(&[("i", f64::from(i))]))
+                .unwrap(),
+        );
+        clock.advance_ns(1_000_000_000);
+    }
+    let kb = recorder.kb().unwrap();
+    let none = blackbox::Conditions::default();
+    let cite = |i: usize| blackbox::Provenance::new([evidence[i]]);
+    let values = ["open", "closed", "ajar", "open", "shut"];
+    for (i, v) in values.iter().enumerate() {
+        kb.assert(
+            "door",
+            serde_json::json!(v),
+            0.3 + 0.1 * i as f64,
+            &none,
+            cite(i),
+        )
+        .unwrap();
+        clock.advance_ns(1_000_000_000);
+    }
+    kb.write_snapshot().unwrap();
+    for i in 5..7 {
+        kb.assert("door", serde_json::json!("wide"), 0.5, &none, cite(i))
+            .unwrap();
+        clock.advance_ns(1_000_000_000);
+    }
+    for i in 0..3000u32 {
+        let payload = [u8::try_from(i % 256).unwrap(); 48];
+        recorder.record(&Event::new("a.x").raw(&payload)).unwrap();
+        clock.advance_ns(5_000_000);
+    }
+    recorder.close().unwrap();
+}
+
+#[test]
+fn kb_history_on_a_pruned_log_says_from_which_version_it_is_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whole = tmp.path().join("whole");
+    let pruned = tmp.path().join("pruned");
+    write_kb_log(&whole);
+    // The copy has no view (`DIR/kb`): the commands rebuild the knowledge base from the
+    // retained log.
+    copy_files(&whole, &pruned);
+    let (mut log, _) = Log::open(
+        &pruned,
+        LogOptions::new()
+            .segment_bytes_max(8 << 10)
+            .retention(Retention {
+                max_bytes: Some(64 << 10),
+                max_age_ns: None,
+                pinned_max_bytes: 0,
+            }),
+    )
+    .unwrap();
+    log.prune().unwrap().unwrap();
+    log.close().unwrap();
+    let commits = |dir: &Path| {
+        LogReader::open(dir)
+            .unwrap()
+            .records(..)
+            .unwrap()
+            .filter(|r| r.as_ref().unwrap().record_type() == blackbox::kb::KB_RECORD)
+            .count()
+    };
+    assert_eq!(commits(&whole), 7);
+    assert_eq!(commits(&pruned), 0, "a commit record was not pruned");
+
+    let history = |dir: &Path| ok(&blackbox(&["kb", "history", "--dir", s(dir), "door"]));
+    let (whole_history, pruned_history) = (history(&whole), history(&pruned));
+    let mut lines = pruned_history.lines();
+    assert_eq!(
+        lines.next(),
+        Some("history complete from version 5 (the log was pruned before it)")
+    );
+    let at_snapshot = lines.next().unwrap();
+    assert!(
+        at_snapshot.starts_with("v5  ") && at_snapshot.contains("snapshot"),
+        "{at_snapshot}"
+    );
+    // The versions after the snapshot read as in the whole log's history.
+    let after: Vec<&str> = whole_history
+        .lines()
+        .filter(|l| l.starts_with("v6 ") || l.starts_with("v7 "))
+        .collect();
+    assert_eq!(lines.collect::<Vec<_>>(), after);
+    assert!(!whole_history.contains("history complete"));
+    // The state at the snapshot's version is the whole log's.
+    let get = |dir: &Path, extra: &[&str]| {
+        let mut args = vec!["kb", "get", "--dir", s(dir), "door"];
+        args.extend_from_slice(extra);
+        blackbox(&args)
+    };
+    assert_eq!(ok(&get(&pruned, &[])), ok(&get(&whole, &[])));
+    assert_eq!(
+        ok(&get(&pruned, &["--as-of", "5"])),
+        ok(&get(&whole, &["--as-of", "5"]))
+    );
+    // Before it: a clear refusal, not an empty answer.
+    let refused = common::fails(&get(&pruned, &["--as-of", "2"]));
+    assert!(
+        refused.contains(
+            "version 2 is before the knowledge base's history: it is complete from version 5 only"
+        ),
+        "{refused}"
+    );
+    ok(&get(&whole, &["--as-of", "2"]));
+}

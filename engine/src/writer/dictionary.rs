@@ -34,7 +34,8 @@ impl Writer {
     }
 
     /// Sets the segment preamble: the whole dictionary, then the accounting snapshot,
-    /// then the policy in force.
+    /// then the policy in force, then the knowledge base's last snapshot and the
+    /// commits after it.
     pub(super) fn set_preamble(&mut self) -> Result<()> {
         if self.preamble_dictionary.is_empty() {
             self.preamble_dictionary = codec::encode_to_vec(&DictionaryRecord {
@@ -46,6 +47,7 @@ impl Writer {
             records.push((codec::ACCOUNTING, totals.clone()));
         }
         records.push((codec::POLICY, self.policy_toml.clone()));
+        records.extend(self.kb_carry.records());
         self.log.set_segment_preamble(records)?;
         Ok(())
     }

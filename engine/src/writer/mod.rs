@@ -5,6 +5,7 @@ mod accounting;
 mod batch;
 mod dictionary;
 mod incidents;
+pub(crate) mod kb;
 mod pins;
 pub use pins::RELEASE_DIR;
 mod tiers;
@@ -127,6 +128,9 @@ pub(crate) struct Writer {
     /// The log's next seq after the last accounting record: a watermark that moved while
     /// nothing else was written needs no record (a reader reaches the log's end there).
     accounted_next_seq: u64,
+    /// The knowledge base's last snapshot and the commits since, carried in every
+    /// segment's preamble.
+    kb_carry: kb::KbCarry,
 }
 
 /// What one batch left waiting for its end.
@@ -155,6 +159,11 @@ impl Writer {
     ) -> Writer {
         let reset_working = !config.restore_working_memory && restored.any_record;
         let now = shared.clock.now_ns();
+        let mut restored = restored;
+        restored.kb_carry.fit(log.record_bytes_max());
+        if restored.kb_carry.snapshot_due() {
+            shared.kb_snapshot_due.store(true, Ordering::Release);
+        }
         Writer {
             incident: shared.policy.incident().cloned(),
             log,
@@ -204,6 +213,7 @@ impl Writer {
             watermark_ns: restored.watermark_ns,
             accounted_watermark_ns: restored.watermark_ns,
             accounted_next_seq: 0,
+            kb_carry: restored.kb_carry,
             shared,
         }
     }
@@ -248,6 +258,12 @@ impl Writer {
         let policy = std::mem::take(&mut self.policy_toml);
         self.emit_raw(codec::POLICY, now, &policy);
         self.policy_toml = policy;
+        if segment_empty {
+            // The rest of the preamble: what the knowledge base carries.
+            for (t, payload) in self.kb_carry.records() {
+                self.emit_raw(t, now, &payload);
+            }
+        }
         self.preamble_stale = true;
         if preamble_first {
             self.emit_recovery(recovery);
@@ -478,8 +494,9 @@ impl Writer {
                 ts_ns,
                 payload,
                 evidence,
+                snapshot,
                 reply,
-            } => match self.kb_commit(ts_ns, &payload, &evidence) {
+            } => match self.kb_commit(ts_ns, &payload, &evidence, snapshot) {
                 Ok(r) => {
                     let _ = reply.send(r);
                 }
@@ -763,12 +780,16 @@ impl Writer {
     /// is checked, and writes it to the operating system (fdatasyncs it in `Sync` mode)
     /// before answering: the view is updated only after, so a killed process never
     /// leaves the view ahead of the log.
+    /// A snapshot (`snapshot`) is appended the same way, as type `KB_SNAPSHOT`. Either
+    /// goes into the knowledge-base carry of the preambles of the segments started after
+    /// it.
     /// The outer error is the writer's failure; the inner one refuses this commit only.
     fn kb_commit(
         &mut self,
         ts_ns: u64,
         payload: &[u8],
         evidence: &[u64],
+        snapshot: bool,
     ) -> Result<Result<Appended, SinkError>> {
         self.flush_out()?;
         let next_seq = self.log.next_seq().0;
@@ -782,7 +803,12 @@ impl Writer {
                 limit_bytes: self.log.record_bytes_max(),
             }));
         }
-        self.emit_raw(codec::KB, ts_ns, payload);
+        let record_type = if snapshot {
+            codec::KB_SNAPSHOT
+        } else {
+            codec::KB
+        };
+        self.emit_raw(record_type, ts_ns, payload);
         let time_ns = self.last_stamp_ns;
         let seq = self.flush_out()?.unwrap_or(Seq(0));
         // In `Sync` mode an acknowledged commit survives a power cut, like a synced
@@ -792,6 +818,17 @@ impl Writer {
         } else {
             self.log.flush()?;
         }
+        if snapshot {
+            self.kb_carry.set_snapshot(payload.to_vec());
+        } else {
+            self.kb_carry
+                .push_commit(seq.0, time_ns, payload, self.log.record_bytes_max());
+        }
+        self.shared
+            .kb_snapshot_due
+            .store(self.kb_carry.snapshot_due(), Ordering::Release);
+        // The segments started from now on carry it.
+        self.preamble_stale = true;
         Ok(Ok(Appended {
             seq: seq.0,
             time_ns,

@@ -231,6 +231,11 @@ impl Key {
     }
 
     /// The refuted values the last change let go, as a commit carries them.
+    /// Every value the key remembers having let go, by JSON text.
+    pub fn remembered(&self) -> Vec<Rival> {
+        self.let_go.values().map(Held::as_rival).collect()
+    }
+
     pub fn let_go_now(&self) -> Vec<Rival> {
         self.just_let_go
             .iter()

@@ -252,11 +252,26 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         KbCommand::Rebuild { common } => {
             let recorder = open_writer(&common)?;
-            let n = recorder.kb()?.rebuild().map_err(blackbox::Error::from)?;
+            let kb = recorder.kb()?;
+            let n = kb.rebuild().map_err(blackbox::Error::from)?;
+            let from = kb.view().history_from().map_err(blackbox::Error::from)?;
             recorder.close()?;
             let mut out = io::stdout().lock();
             if common.json {
-                line(&mut out, json!({"rebuilt": true, "commits": n}))?;
+                let mut done = json!({"rebuilt": true, "commits": n});
+                if from > 0
+                    && let Some(obj) = done.as_object_mut()
+                {
+                    obj.insert("history_from".to_owned(), from.into());
+                }
+                line(&mut out, done)?;
+            } else if from > 0 {
+                line(
+                    &mut out,
+                    format!(
+                        "rebuilt the knowledge base from the log: its snapshot at version {from}, then {n} commits (the log was pruned before it: history complete from version {from})"
+                    ),
+                )?;
             } else {
                 line(
                     &mut out,
@@ -310,27 +325,51 @@ pub fn run(args: Args) -> Result<(), CliError> {
             if history.is_empty() {
                 return Err(not_found(&key));
             }
+            // A knowledge base rebuilt from a pruned log starts at its snapshot: its
+            // history is complete from there only, and the command says so first.
+            let from = view.history_from()?;
             let mut out = io::stdout().lock();
+            if from > 0 && !common.json {
+                line(
+                    &mut out,
+                    format!("history complete from version {from} (the log was pruned before it)"),
+                )?;
+            }
             for (version, fact) in history {
                 let commit = view.commit(version)?;
-                let time = commit.as_ref().map(|c| c.time_ns);
-                let outcome = commit.as_ref().map(|c| c.record.outcome.name());
+                let snapshot = commit.is_none() && version == from;
+                let time = match &commit {
+                    Some(c) => Some(c.time_ns),
+                    None => view.commit_time(version)?,
+                };
+                let outcome = match &commit {
+                    Some(c) => Some(c.record.outcome.name()),
+                    None if snapshot => Some("the knowledge base as of its snapshot"),
+                    None => None,
+                };
                 // What the commit did (a refutation names the value it refuted), then
                 // the key's state after it: the outcome alone beside the held value
                 // read as if that value had been rejected.
-                let op = commit.as_ref().map(|c| c.record.op.to_string());
+                let op = match &commit {
+                    Some(c) => Some(c.record.op.to_string()),
+                    None if snapshot => Some("snapshot".to_owned()),
+                    None => None,
+                };
                 if common.json {
-                    line(
-                        &mut out,
-                        json!({
-                            "version": version,
-                            "time": time.map(format_time),
-                            "time_ns": time,
-                            "op": op,
-                            "outcome": outcome,
-                            "fact": fact.as_ref().map(fact_json),
-                        }),
-                    )?;
+                    let mut entry = json!({
+                        "version": version,
+                        "time": time.map(format_time),
+                        "time_ns": time,
+                        "op": op,
+                        "outcome": outcome,
+                        "fact": fact.as_ref().map(fact_json),
+                    });
+                    if from > 0
+                        && let Some(obj) = entry.as_object_mut()
+                    {
+                        obj.insert("history_from".to_owned(), from.into());
+                    }
+                    line(&mut out, entry)?;
                 } else {
                     let state = fact
                         .as_ref()
@@ -350,7 +389,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         KbCommand::Log { common } => {
             let view = read(&common)?;
+            let from = view.history_from()?;
             let mut out = io::stdout().lock();
+            if from > 0 && !common.json {
+                line(
+                    &mut out,
+                    format!(
+                        "log complete from version {} (the log was pruned before it; the knowledge base starts from its snapshot at version {from})",
+                        from + 1
+                    ),
+                )?;
+            }
             for commit in view.log(..)? {
                 if common.json {
                     let mut v = serde_json::to_value(&commit).unwrap_or(Value::Null);
