@@ -91,6 +91,13 @@ fn session_one(dir: &Path, clock: &ManualClock, bounded: bool) -> Vec<Seq> {
         step();
     }
     assert_eq!(kb.version().unwrap(), 45);
+    events(&recorder, clock);
+    recorder.close().unwrap();
+    e
+}
+
+/// 2 500 events of 200 bytes, 1 ms apart: about 40 segments.
+fn events(recorder: &Recorder, clock: &ManualClock) {
     for i in 0..2500_u64 {
         let mut payload = i.to_le_bytes().to_vec();
         payload.resize(200, 0);
@@ -100,8 +107,16 @@ fn session_one(dir: &Path, clock: &ManualClock, bounded: bool) -> Vec<Seq> {
             recorder.sync().unwrap();
         }
     }
-    recorder.close().unwrap();
-    e
+}
+
+/// How many commit records (type 5) the log in `dir` holds.
+fn commit_records(dir: &Path) -> usize {
+    LogReader::open(dir)
+        .unwrap()
+        .records(..)
+        .unwrap()
+        .filter(|r| r.as_ref().unwrap().record_type() == KB_RECORD)
+        .count()
 }
 
 /// What a view holds that the knowledge base learned: its version, its facts, every
@@ -149,13 +164,12 @@ fn the_knowledge_base_is_rebuilt_from_the_retained_log_after_every_commit_was_pr
     // Every commit record was pruned from the bounded log.
     let first = blackbox_log::list_segments(b).unwrap()[0].first_seq;
     assert!(first > 0, "the bounded log was not pruned");
-    let reader = LogReader::open(b).unwrap();
-    let commits = reader
-        .records(Seq(first)..)
-        .unwrap()
-        .filter(|r| r.as_ref().unwrap().record_type() == KB_RECORD)
-        .count();
-    assert_eq!(commits, 0, "a commit record is still in the bounded log");
+    assert_eq!(
+        commit_records(b),
+        0,
+        "a commit record is still in the bounded log"
+    );
+    assert_eq!(commit_records(u), 45);
 
     // A view rebuilt from the retained log alone knows what the whole log knows.
     let (_t, oracle) = fresh(u);
@@ -210,12 +224,23 @@ fn the_knowledge_base_is_rebuilt_from_the_retained_log_after_every_commit_was_pr
                 .unwrap();
             clock.advance_ns(SEC);
         }
+        // The segments this session starts carry what the last one left (restored at
+        // the open) and this session's commits: they are pruned in turn.
+        events(&recorder, clock);
         recorder.close().unwrap();
     }
+    assert_eq!(
+        commit_records(b),
+        0,
+        "a commit record is still in the bounded log"
+    );
     let (_t, oracle) = fresh(u);
     let (_t2, rebuilt) = fresh(b);
     assert_eq!(oracle.version().unwrap(), 50);
     assert_eq!(learned(&rebuilt), learned(&oracle));
+    // Still from the snapshot the first session wrote: the reopened recorder carried
+    // it on rather than writing another.
+    assert_eq!(rebuilt.history_from().unwrap(), 40);
 
     // Session 3: `kb rebuild` leaves the bounded recorder's view with the retained
     // history only: a revert before it is refused, one after it is the same.
@@ -244,4 +269,40 @@ fn the_knowledge_base_is_rebuilt_from_the_retained_log_after_every_commit_was_pr
     let (_t2, rebuilt) = fresh(b);
     assert_eq!(oracle.version().unwrap(), 52);
     assert_eq!(learned(&rebuilt), learned(&oracle));
+}
+
+#[test]
+fn a_snapshot_follows_the_first_commit_and_each_256_commits_carried_after_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(START_NS);
+    let recorder =
+        Recorder::open(tmp.path(), Config::new().clock(Arc::new(clock.clone()))).unwrap();
+    let seen = recorder.record_evidence(&Event::new("seen.thing")).unwrap();
+    let kb = recorder.kb().unwrap();
+    for i in 0..600 {
+        kb.assert(
+            &format!("k{i}"),
+            json!(i),
+            0.5,
+            &Default::default(),
+            cite(seen),
+        )
+        .unwrap();
+        clock.advance_ns(SEC);
+    }
+    recorder.close().unwrap();
+    let versions: Vec<u64> = LogReader::open(tmp.path())
+        .unwrap()
+        .records(..)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|r| r.record_type() == blackbox::kb::KB_SNAPSHOT_RECORD)
+        .map(|r| {
+            let v: Value = serde_json::from_slice(r.payload()).unwrap();
+            v["version"].as_u64().unwrap()
+        })
+        .collect();
+    // After version 1 (the log had none), then once versions 2..=257 are carried, then
+    // 258..=513.
+    assert_eq!(versions, [1, 257, 513]);
 }

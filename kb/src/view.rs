@@ -1505,6 +1505,181 @@ mod tests {
         assert_eq!(view.get("k").unwrap().unwrap().value, serde_json::json!(1));
     }
 
+    fn refuted(value: i64) -> Rival {
+        Rival {
+            value: value.into(),
+            confidence: 0.05,
+            claims: vec![0.5],
+            evidence_count: 1,
+            conditions: Conditions::new(),
+            provenance: vec![1],
+            refutations: 1,
+            counter_evidence: vec![2],
+        }
+    }
+
+    fn rejection(key: &str, value: i64, version: Version) -> Rejection {
+        Rejection {
+            key: key.to_owned(),
+            value: value.into(),
+            version,
+            confidence: 0.05,
+            refutations: 1,
+        }
+    }
+
+    /// A snapshot as of version 5: `k` is 50 and remembers 3 (let go by version 4);
+    /// `gone` has no fact but had 1 rejected.
+    fn snapshot_at_5() -> SnapshotRecord {
+        SnapshotRecord {
+            version: 5,
+            time_ns: 50,
+            seq: 9,
+            facts: vec![fact(5, 50)],
+            let_go: vec![KeyLetGo {
+                key: "k".to_owned(),
+                version: 4,
+                state: refuted(3),
+            }],
+            times: BTreeMap::from([(4, 40), (5, 50)]),
+            rejected: vec![rejection("gone", 1, 2), rejection("k", 3, 3)],
+        }
+    }
+
+    #[test]
+    fn a_view_started_from_a_snapshot_answers_from_its_version_and_goes_on_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let view = View::open(dir.path()).unwrap();
+        // What it held before is gone.
+        view.apply(&commit(1, 1)).unwrap();
+        view.apply(&commit(2, 2)).unwrap();
+        view.load_snapshot(&snapshot_at_5(), 77).unwrap();
+        assert_eq!(view.history_from().unwrap(), 5);
+        assert_eq!(view.applied().unwrap(), (5, Some(77)));
+        assert_eq!(view.get("k").unwrap(), Some(fact(5, 50)));
+        assert_eq!(view.history("k").unwrap(), [(5, Some(fact(5, 50)))]);
+        assert_eq!(view.let_go("k", &3.into()).unwrap(), Some((4, refuted(3))));
+        assert_eq!(view.commit_time(4).unwrap(), Some(40));
+        // Before version 5: refused, by version and by time; version 0 is the empty
+        // base, known whatever was pruned.
+        for at in [AsOf::Version(4), AsOf::Version(1), AsOf::Time(49)] {
+            let e = view.get_as_of("k", at).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::BeforeHistory {
+                        history_from: 5,
+                        ..
+                    }
+                ),
+                "{at:?}: {e}"
+            );
+        }
+        assert!(matches!(view.diff(2, 5), Err(Error::BeforeHistory { .. })));
+        assert_eq!(view.get_as_of("k", AsOf::Version(0)).unwrap(), None);
+        assert_eq!(
+            view.get_as_of("k", AsOf::Time(50)).unwrap(),
+            Some(fact(5, 50))
+        );
+
+        // The next commit applies as on a whole view; one that skips a version does not.
+        let mut skip = commit(7, 70);
+        skip.seq = 80;
+        assert!(matches!(
+            view.apply(&skip),
+            Err(Error::BadRecord { seq: 80, .. })
+        ));
+        let mut six = commit(6, 60);
+        six.seq = 78;
+        view.apply(&six).unwrap();
+        assert_eq!(
+            view.history("k").unwrap(),
+            [(5, Some(fact(5, 50))), (6, Some(fact(6, 60)))]
+        );
+        // The rejections before the snapshot, as it listed them; none new.
+        assert_eq!(
+            view.rejected().unwrap(),
+            [rejection("gone", 1, 2), rejection("k", 3, 3)]
+        );
+
+        // A revert to a version before the snapshot applies from what it carries ...
+        let mut revert = with_fact(7, Some(fact(7, 20)));
+        revert.seq = 79;
+        revert.record.op = Op::Revert { version: 2 };
+        revert.record.changes[0].remembered = Some(vec![LetGo {
+            version: 1,
+            state: refuted(9),
+        }]);
+        view.apply(&revert).unwrap();
+        assert_eq!(view.let_go("k", &3.into()).unwrap(), None);
+        assert_eq!(view.let_go("k", &9.into()).unwrap(), Some((1, refuted(9))));
+        // ... and one written without it cannot be applied: a clear error.
+        let mut old = with_fact(8, Some(fact(8, 20)));
+        old.seq = 81;
+        old.record.op = Op::Revert { version: 2 };
+        let e = view.apply(&old).unwrap_err();
+        assert!(matches!(e, Error::BadRecord { seq: 81, .. }), "{e}");
+        // A revert to the snapshot's own version gives back what the key remembered
+        // then.
+        let mut back = with_fact(8, Some(fact(8, 50)));
+        back.seq = 82;
+        back.record.op = Op::Revert { version: 5 };
+        view.apply(&back).unwrap();
+        assert_eq!(view.let_go("k", &3.into()).unwrap(), Some((4, refuted(3))));
+        assert_eq!(view.let_go("k", &9.into()).unwrap(), None);
+        assert_eq!(
+            view.remembered_at("k", 5).unwrap(),
+            [LetGo {
+                version: 4,
+                state: refuted(3)
+            }]
+        );
+        assert!(matches!(
+            view.remembered_at("k", 4),
+            Err(Error::BeforeHistory { .. })
+        ));
+    }
+
+    #[test]
+    fn a_snapshot_record_of_a_view_loads_into_an_equal_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let view = View::open(dir.path()).unwrap();
+        view.load_snapshot(&snapshot_at_5(), 77).unwrap();
+        let mut six = commit(6, 60);
+        six.seq = 78;
+        view.apply(&six).unwrap();
+        let record = view.snapshot_record().unwrap().unwrap();
+        assert_eq!((record.version, record.seq, record.time_ns), (6, 78, 60));
+        assert_eq!(record.facts, [fact(6, 60)]);
+        assert_eq!(record.let_go, snapshot_at_5().let_go);
+        assert_eq!(record.rejected, snapshot_at_5().rejected);
+        // The times of the versions named: the fact's, the value let go's, the
+        // rejections' (versions 2 and 3 were never in this view: not known).
+        assert_eq!(record.times, BTreeMap::from([(4, 40), (6, 60)]));
+        let again = tempfile::tempdir().unwrap();
+        let other = View::open(again.path()).unwrap();
+        other.load_snapshot(&record, 90).unwrap();
+        assert_eq!(other.facts().unwrap(), view.facts().unwrap());
+        assert_eq!(other.rejected().unwrap(), view.rejected().unwrap());
+        assert_eq!(other.let_go("k", &3.into()).unwrap(), Some((4, refuted(3))));
+        assert_eq!(other.history_from().unwrap(), 6);
+    }
+
+    #[test]
+    fn a_snapshot_with_a_key_no_fact_can_have_is_refused() {
+        let mut snap = snapshot_at_5();
+        snap.facts[0].key = "a\0b".to_owned();
+        let payload = serde_json::to_vec(&snap).unwrap();
+        let e = decode_snapshot(Seq(3), &payload).unwrap_err();
+        assert!(matches!(e, Error::BadRecord { seq: 3, .. }), "{e}");
+        let mut late = snapshot_at_5();
+        late.facts[0].updated = 6;
+        let payload = serde_json::to_vec(&late).unwrap();
+        assert!(decode_snapshot(Seq(3), &payload).is_err());
+        let payload = serde_json::to_vec(&snapshot_at_5()).unwrap();
+        assert_eq!(decode_snapshot(Seq(3), &payload).unwrap(), snapshot_at_5());
+    }
+
     #[test]
     fn a_view_of_another_layout_is_cleared_on_open() {
         let dir = tempfile::tempdir().unwrap();
