@@ -33,6 +33,12 @@ pub enum RecordType {
     Working,
     /// The retention policy in force from here on (10), as TOML.
     Policy,
+    /// The knowledge base as of one version (11): written by the knowledge base and
+    /// repeated in every segment's preamble.
+    KbSnapshot,
+    /// A copy of a commit written after the last snapshot, in a segment's preamble
+    /// (12).
+    KbCarried,
     /// The log's own record of a pruning under its disk budget (0xFFFF): which seqs
     /// and bytes went, why, and the chain link at the cut.
     Prune,
@@ -40,7 +46,7 @@ pub enum RecordType {
 
 impl RecordType {
     /// Every type, in tag order.
-    pub const ALL: [RecordType; 11] = [
+    pub const ALL: [RecordType; 13] = [
         RecordType::Event,
         RecordType::Summary,
         RecordType::Accounting,
@@ -51,6 +57,8 @@ impl RecordType {
         RecordType::Recovery,
         RecordType::Working,
         RecordType::Policy,
+        RecordType::KbSnapshot,
+        RecordType::KbCarried,
         RecordType::Prune,
     ];
 
@@ -67,15 +75,24 @@ impl RecordType {
             RecordType::Recovery => "recovery",
             RecordType::Working => "working",
             RecordType::Policy => "policy",
+            RecordType::KbSnapshot => "kb-snapshot",
+            RecordType::KbCarried => "kb-carried",
             RecordType::Prune => "prune",
         }
     }
 
     /// Whether a query selects this type only when asked for it by type: the
-    /// dictionary and the policy say how the other records read and were kept, they are
-    /// not content.
+    /// dictionary and the policy say how the other records read and were kept, and the
+    /// knowledge base's snapshots and carried commits repeat what its commits say (in
+    /// every segment's preamble): they are not content.
     pub fn hidden_by_default(self) -> bool {
-        matches!(self, RecordType::Dictionary | RecordType::Policy)
+        matches!(
+            self,
+            RecordType::Dictionary
+                | RecordType::Policy
+                | RecordType::KbSnapshot
+                | RecordType::KbCarried
+        )
     }
 
     /// The log's type tag.
@@ -91,6 +108,8 @@ impl RecordType {
             RecordType::Recovery => codec::RECOVERY,
             RecordType::Working => codec::WORKING,
             RecordType::Policy => codec::POLICY,
+            RecordType::KbSnapshot => codec::KB_SNAPSHOT,
+            RecordType::KbCarried => codec::KB_CARRIED,
             RecordType::Prune => blackbox::log::retention::PRUNE_RECORD_TYPE,
         }
     }
@@ -150,6 +169,8 @@ impl Record {
             Body::Recovery(_) => Some(RecordType::Recovery),
             Body::Working(_) => Some(RecordType::Working),
             Body::Policy(_) => Some(RecordType::Policy),
+            Body::KbSnapshot(_) => Some(RecordType::KbSnapshot),
+            Body::KbCarried(_) => Some(RecordType::KbCarried),
             Body::Prune(_) => Some(RecordType::Prune),
             Body::Unknown { .. } => None,
         }
@@ -203,6 +224,10 @@ pub enum Body {
     /// The retention policy in force from this record on: its TOML text, as the
     /// recorder wrote it ([`blackbox::Policy::to_toml`]).
     Policy(String),
+    /// The knowledge base as of one version.
+    KbSnapshot(KbSnapshot),
+    /// A copy of a commit, carried in a segment's preamble (with its seq and time).
+    KbCarried(KbCommit),
     /// A pruning: the log's own prune record.
     Prune(blackbox::log::PruneRecord),
     /// A type tag the recorder does not write (a newer writer's, or another layer's):
@@ -330,6 +355,14 @@ pub struct KbCommit {
     pub commit: serde_json::Value,
 }
 
+/// A knowledge-base snapshot (type 11): a JSON object, as the knowledge base writes it
+/// (`blackbox::kb::SnapshotRecord`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KbSnapshot {
+    /// The snapshot.
+    pub snapshot: serde_json::Value,
+}
+
 /// An incident marker: the trigger and the window captured around it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Incident {
@@ -449,6 +482,8 @@ impl<'a> RecordRef<'a> {
             BodyRef::Prune(p) => Body::Prune(p),
             BodyRef::Working(w) => Body::Working(w),
             BodyRef::Policy(text) => Body::Policy(text.to_owned()),
+            BodyRef::KbSnapshot(k) => Body::KbSnapshot(k),
+            BodyRef::KbCarried(k) => Body::KbCarried(k),
             BodyRef::Unknown {
                 record_type,
                 payload,
@@ -491,6 +526,10 @@ pub enum BodyRef<'a> {
     Working(WorkingDelta),
     /// The retention policy in force from this record on (TOML text), borrowed.
     Policy(&'a str),
+    /// The knowledge base as of one version.
+    KbSnapshot(KbSnapshot),
+    /// A copy of a commit, carried in a segment's preamble.
+    KbCarried(KbCommit),
     /// A type tag the recorder does not write, its payload borrowed.
     Unknown {
         /// The type tag.
@@ -829,16 +868,24 @@ impl Decoder {
             }
             RecordType::Working => BodyRef::Working(WorkingDelta::decode(payload).map_err(fail)?),
             RecordType::Policy => BodyRef::Policy(policy_text(payload).map_err(fail)?),
-            RecordType::Kb => {
-                let commit: serde_json::Value = serde_json::from_slice(payload)
-                    .map_err(|e| fail(format!("a knowledge-base commit is a JSON object: {e}")))?;
-                if !commit.is_object() {
-                    return Err(fail(
-                        "a knowledge-base commit is a JSON object, not another JSON value"
-                            .to_owned(),
-                    ));
+            RecordType::Kb | RecordType::KbCarried | RecordType::KbSnapshot => {
+                let what = match t {
+                    RecordType::Kb => "a knowledge-base commit",
+                    RecordType::KbCarried => "a carried knowledge-base commit",
+                    _ => "a knowledge-base snapshot",
+                };
+                let value: serde_json::Value = serde_json::from_slice(payload)
+                    .map_err(|e| fail(format!("{what} is a JSON object: {e}")))?;
+                if !value.is_object() {
+                    return Err(fail(format!(
+                        "{what} is a JSON object, not another JSON value"
+                    )));
                 }
-                BodyRef::Kb(KbCommit { commit })
+                match t {
+                    RecordType::Kb => BodyRef::Kb(KbCommit { commit: value }),
+                    RecordType::KbCarried => BodyRef::KbCarried(KbCommit { commit: value }),
+                    _ => BodyRef::KbSnapshot(KbSnapshot { snapshot: value }),
+                }
             }
             RecordType::Incident => {
                 let i = codec::access::<ArchivedIncidentRecord>(payload)

@@ -82,8 +82,11 @@ pub fn to_json(record: &Record) -> Value {
             o.insert("toml".into(), toml.as_str().into());
         }
         Body::Working(d) => working_fields(&mut o, d),
-        Body::Kb(k) => {
+        Body::Kb(k) | Body::KbCarried(k) => {
             o.insert("commit".into(), k.commit.clone());
+        }
+        Body::KbSnapshot(k) => {
+            o.insert("snapshot".into(), k.snapshot.clone());
         }
         Body::Incident(i) => incident_fields(&mut o, i),
         Body::Dictionary(d) => dictionary_fields(&mut o, d),
@@ -131,8 +134,11 @@ impl RecordRef<'_> {
                 o.insert("toml".into(), (*toml).into());
             }
             BodyRef::Working(d) => working_fields(&mut o, d),
-            BodyRef::Kb(k) => {
+            BodyRef::Kb(k) | BodyRef::KbCarried(k) => {
                 o.insert("commit".into(), k.commit.clone());
+            }
+            BodyRef::KbSnapshot(k) => {
+                o.insert("snapshot".into(), k.snapshot.clone());
             }
             BodyRef::Incident(i) => incident_fields(&mut o, i),
             BodyRef::Dictionary(d) => dictionary_fields(&mut o, d),

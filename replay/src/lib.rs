@@ -74,8 +74,8 @@ mod weights;
 pub use blackbox::WorkingDelta;
 pub use decode::{
     Accounting, Body, BodyRef, Checkpoint, Decoder, Dictionary, Event, EventRef, Incident,
-    KbCommit, Payload, PayloadRef, Record, RecordRef, RecordType, Summary, ValueSummary, ValuesRef,
-    record_hash,
+    KbCommit, KbSnapshot, Payload, PayloadRef, Record, RecordRef, RecordType, Summary,
+    ValueSummary, ValuesRef, record_hash,
 };
 pub use error::{Error, Result};
 pub use export::{ExportOptions, check_export_against_log, export_jsonl, export_jsonl_to};

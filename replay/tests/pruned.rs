@@ -427,3 +427,46 @@ fn kb_history_on_a_pruned_log_says_from_which_version_it_is_complete() {
     );
     ok(&get(&whole, &["--as-of", "2"]));
 }
+
+#[test]
+fn replay_shows_the_knowledge_base_snapshots_and_carried_commits_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_kb_log(tmp.path());
+    let types = |extra: &[&str]| -> Vec<String> {
+        common::replay_json(tmp.path(), extra)
+            .iter()
+            .map(|r| r["type"].as_str().unwrap().to_owned())
+            .filter(|t| t.starts_with("kb"))
+            .collect()
+    };
+    // By default: the seven commits, nothing the preambles repeat.
+    assert_eq!(types(&[]), vec!["kb"; 7]);
+    let snapshots = common::replay_json(tmp.path(), &["--type", "kb-snapshot"]);
+    // After version 1 (the log had none), the one written at version 5, and one in
+    // each segment's preamble after it.
+    let versions: Vec<u64> = snapshots
+        .iter()
+        .map(|r| r["snapshot"]["version"].as_u64().unwrap())
+        .collect();
+    assert_eq!(&versions[..2], [1, 5]);
+    assert!(versions.len() > 10, "{versions:?}");
+    assert!(versions[2..].iter().all(|&v| v == 5), "{versions:?}");
+    let carried = common::replay_json(tmp.path(), &["--type", "kb-carried"]);
+    assert!(!carried.is_empty());
+    for r in &carried {
+        let v = r["commit"]["version"].as_u64().unwrap();
+        assert!(v == 6 || v == 7, "{r}");
+        assert!(r["commit"]["seq"].as_u64().unwrap() < r["seq"].as_u64().unwrap());
+    }
+    let text = ok(&blackbox(&[
+        "replay",
+        "--dir",
+        s(tmp.path()),
+        "--type",
+        "kb-snapshot",
+    ]));
+    assert!(
+        text.contains("knowledge base as of version 5 (1 fact)"),
+        "{text}"
+    );
+}

@@ -483,6 +483,10 @@ pub enum TypeArg {
     Working,
     /// The retention policy in force (hidden unless asked for).
     Policy,
+    /// Knowledge-base snapshots (hidden unless asked for).
+    KbSnapshot,
+    /// Knowledge-base commits carried in segment preambles (hidden unless asked for).
+    KbCarried,
     /// Segments the disk budget removed: which seqs, how many bytes, why.
     Prune,
 }
@@ -501,6 +505,8 @@ impl From<TypeArg> for blackbox_replay::RecordType {
             TypeArg::Recovery => R::Recovery,
             TypeArg::Working => R::Working,
             TypeArg::Policy => R::Policy,
+            TypeArg::KbSnapshot => R::KbSnapshot,
+            TypeArg::KbCarried => R::KbCarried,
             TypeArg::Prune => R::Prune,
         }
     }

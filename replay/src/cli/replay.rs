@@ -311,6 +311,18 @@ pub fn human(r: &Record) -> String {
         Body::Kb(k) => {
             let _ = write!(s, "commit {}", k.commit);
         }
+        Body::KbCarried(k) => {
+            let _ = write!(s, "carried commit {}", k.commit);
+        }
+        Body::KbSnapshot(k) => {
+            let facts = k.snapshot["facts"].as_array().map_or(0, Vec::len);
+            let _ = write!(
+                s,
+                "knowledge base as of version {} ({facts} fact{})",
+                k.snapshot["version"],
+                if facts == 1 { "" } else { "s" }
+            );
+        }
         Body::Incident(i) => {
             let _ = write!(
                 s,
