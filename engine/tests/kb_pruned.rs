@@ -215,6 +215,12 @@ fn the_knowledge_base_is_rebuilt_from_the_retained_log_after_every_commit_was_pr
         let recorder = open(dir, clock, dir == b);
         let kb = recorder.kb().unwrap();
         assert_eq!(kb.view().history_from().unwrap(), 0);
+        // The record of its last version was pruned: its catch-up went on from the
+        // log's start and now starts after a copy of that version, not there again.
+        let first = blackbox_log::list_segments(dir).unwrap()[0].first_seq;
+        let (version, seq) = kb.view().applied().unwrap();
+        assert_eq!(version, 45);
+        assert!(seq.unwrap() >= first, "{seq:?} before {first}");
         kb.revert_to(3, cite(e[50])).unwrap();
         clock.advance_ns(SEC);
         kb.revert_to(38, cite(e[51])).unwrap();

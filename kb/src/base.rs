@@ -174,9 +174,11 @@ impl KnowledgeBase {
             write: Mutex::new(0),
         };
         if kb.sink.snapshot_due() {
-            // A log written before snapshots existed gets its first one here.
+            // A log written before snapshots existed gets its first one here. One that
+            // fails (larger than a record, say) leaves the knowledge base usable; it is
+            // tried again after the next commit.
             let write = kb.write.lock();
-            kb.snapshot_locked(*write)?;
+            let _ = kb.snapshot_locked(*write);
         }
         Ok(kb)
     }

@@ -536,6 +536,10 @@ impl View {
         let mut started = !(rebuild && first_seq > 0);
         let mut commit_before_start = false;
         let mut applied_n = 0;
+        // The last copy (snapshot or carried commit) of the version applied last: when
+        // the record the view applied last was pruned, the next catch-up starts after
+        // it rather than at the log's start again.
+        let mut copy_of_applied: Option<(Version, u64)> = None;
         for record in reader.records((Bound::Included(Seq(from)), end))? {
             let record = record?;
             let t = record.record_type();
@@ -552,6 +556,9 @@ impl View {
                     reason: "not a snapshot: it names no version".to_owned(),
                 })?;
                 let (applied, _) = self.applied()?;
+                if version == applied {
+                    copy_of_applied = Some((version, seq.0));
+                }
                 if version > applied {
                     if !rebuild {
                         return Ok(Err(Gap));
@@ -580,6 +587,9 @@ impl View {
             let version = commit.record.version;
             if t == KB_CARRIED_RECORD && version <= applied {
                 // A copy of a commit the view holds.
+                if version == applied {
+                    copy_of_applied = Some((version, seq.0));
+                }
                 continue;
             }
             if !rebuild && (version <= applied || version > applied + 1) {
@@ -592,6 +602,18 @@ impl View {
             return Err(Error::NoSnapshot {
                 pruned_upto: first_seq.saturating_sub(1),
             });
+        }
+        if let (Some((version, seq)), (applied, Some(applied_seq))) =
+            (copy_of_applied, self.applied()?)
+            && version == applied
+            && applied_seq < first_seq
+            && seq > applied_seq
+        {
+            let mut entry = be(applied).to_vec();
+            entry.extend_from_slice(&be(seq));
+            self.meta
+                .insert(APPLIED, entry)
+                .map_err(self.err("write"))?;
         }
         Ok(Ok(applied_n))
     }
