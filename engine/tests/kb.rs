@@ -554,11 +554,24 @@ fn run_step(rec: &Recorder, clock: &ManualClock, model: &mut Model, step: &Step,
                 reference::like_rivals(&g.let_go, &mut w.let_go);
                 // A revert that leaves the key a fact carries what the key remembers
                 // again: the model's remembered values (the versions that let them go,
-                // which the model does not keep, as written).
+                // which the model does not keep, as written). A value the restored fact
+                // holds again (as its value, a rival or a refuted value) is read from
+                // the fact, never from what was let go: the model forgets it, the
+                // record may carry it.
                 let reverted = matches!(want.op, KbOp::Revert { .. });
                 match (state, &g.remembered) {
                     (Some(state), Some(got)) if reverted => {
-                        let got: Vec<_> = got.iter().map(|l| l.state.clone()).collect();
+                        let held = |v: &Value| {
+                            g.fact.as_ref().is_some_and(|f| {
+                                f.value == *v
+                                    || f.rivals.iter().chain(&f.refuted).any(|r| r.value == *v)
+                            })
+                        };
+                        let got: Vec<_> = got
+                            .iter()
+                            .filter(|l| !held(&l.state.value))
+                            .map(|l| l.state.clone())
+                            .collect();
                         let mut model_remembered = state.remembered();
                         reference::like_rivals(&got, &mut model_remembered);
                         assert_eq!(got, model_remembered, "step {i}: remembered");
