@@ -45,6 +45,9 @@ pub const REASON_AGE: u16 = 2;
 /// Reason bit: pins held back more than [`Retention::pinned_max_bytes`], so the oldest
 /// pins were evicted (listed in [`PruneRecord::evicted_pins`]).
 pub const REASON_PINNED_CAP: u16 = 4;
+/// Reason bit: the disk was full (a write failed with `ENOSPC`), so the oldest unpinned
+/// sealed segments went to make room, whatever the budget still allowed.
+pub const REASON_DISK_FULL: u16 = 8;
 
 /// Bytes of a prune record before its segment list.
 const FIXED_LEN: usize = 88;
@@ -95,7 +98,8 @@ pub struct Pin {
 /// A prune record's content (FORMAT.md, "Prune record").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneRecord {
-    /// Why: [`REASON_BYTES`], [`REASON_AGE`], [`REASON_PINNED_CAP`], or'ed.
+    /// Why: [`REASON_BYTES`], [`REASON_AGE`], [`REASON_PINNED_CAP`],
+    /// [`REASON_DISK_FULL`], or'ed.
     pub reasons: u16,
     /// First seq removed (the first seq of the oldest segment removed).
     pub first_seq: u64,
@@ -340,6 +344,29 @@ pub(crate) fn plan(
             unreachable!("a pinned segment has a pin");
         };
         evicted.push(pins.remove(i).id);
+    }
+}
+
+/// Decides what a pruning on a full disk removes: the oldest sealed segments, up to the
+/// first pinned one (pins are never evicted for room), until they free `needed` bytes
+/// (at least one segment, when the oldest is not pinned).
+pub(crate) fn plan_disk_full(sealed: &[SealedInfo], pins: &[Pin], needed: u64) -> Plan {
+    let mut remove = 0;
+    let mut freed = 0u64;
+    for s in sealed {
+        let pinned = pins.iter().any(|p| {
+            p.first_seq <= s.last_seq && p.last_seq.is_none_or(|last| last >= s.first_seq)
+        });
+        if pinned || (remove > 0 && freed >= needed) {
+            break;
+        }
+        remove += 1;
+        freed = freed.saturating_add(s.bytes);
+    }
+    Plan {
+        remove,
+        reasons: if remove == 0 { 0 } else { REASON_DISK_FULL },
+        evicted: Vec::new(),
     }
 }
 
