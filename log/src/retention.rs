@@ -549,6 +549,32 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_removes_the_oldest_until_enough_is_freed_and_never_past_a_pin() {
+        let sealed = [seg(0, 9, 100, 1), seg(10, 19, 100, 2), seg(20, 29, 100, 3)];
+        // At least one segment, then as many as free what is needed.
+        assert_eq!(plan_disk_full(&sealed, &[], 0).remove, 1);
+        assert_eq!(plan_disk_full(&sealed, &[], 100).remove, 1);
+        assert_eq!(plan_disk_full(&sealed, &[], 101).remove, 2);
+        assert_eq!(plan_disk_full(&sealed, &[], 1000).remove, 3);
+        assert_eq!(plan_disk_full(&sealed, &[], 1).reasons, REASON_DISK_FULL);
+        // A pin stops the cut at its oldest segment, and is not evicted.
+        let pin = Pin {
+            id: 1,
+            first_seq: 15,
+            last_seq: None,
+        };
+        let p = plan_disk_full(&sealed, &[pin], 1000);
+        assert_eq!((p.remove, p.evicted), (1, vec![]));
+        let on_first = Pin {
+            id: 2,
+            first_seq: 0,
+            last_seq: Some(0),
+        };
+        let p = plan_disk_full(&sealed, &[on_first], 1000);
+        assert_eq!((p.remove, p.reasons), (0, 0));
+    }
+
+    #[test]
     fn a_pin_holds_the_cut_until_its_bytes_pass_the_cap() {
         let sealed = [seg(0, 9, 100, 1), seg(10, 19, 100, 2), seg(20, 29, 100, 3)];
         let r = Retention {
