@@ -315,3 +315,93 @@ fn a_full_disk_at_a_segments_footer_prunes_before_it_and_seals_the_segment() {
         .collect();
     assert_eq!(read, kept);
 }
+
+/// Appends record `n` and says whether it rolled the segment, with the length the
+/// active segment had before and the sealed one has after.
+fn append_watching_roll(
+    log: &mut Log,
+    dir: &Path,
+    n: u64,
+    written: &mut Written,
+    before_roll: impl FnOnce(u64),
+) -> Option<(u64, u64)> {
+    let p = payload(n);
+    let active = dir.join(format::segment_file_name(log.active_segment_first_seq().0));
+    let active_len = std::fs::metadata(&active).unwrap().len();
+    let rolls = active_len as usize + format::BLOCK_HEADER_LEN + format::frame_len(p.len()) > 4096;
+    if rolls {
+        before_roll(active_len);
+    }
+    let seq = log.append(Record::new(RecordType(1), n, &p)).unwrap();
+    written.insert(seq.0, p);
+    rolls.then(|| (active_len, std::fs::metadata(&active).unwrap().len()))
+}
+
+#[test]
+fn a_full_disk_at_a_budget_prunings_own_record_gives_back_the_reserve_for_it() {
+    // A budget of four segments prunes at every seal once the log is past it. At the
+    // eighth seal the disk has room for the footer and the next header to the byte,
+    // none for the pruning's record: the reserve is given back for it, and the
+    // pruning goes on as the budget decided.
+    let budget = Retention {
+        max_bytes: Some(4 * 4096),
+        max_age_ns: None,
+        pinned_max_bytes: 0,
+    };
+    let run = |dir: &Path, disk: &SmallDisk, footer: Option<u64>| {
+        let (mut log, _) = Log::open(dir, opts(disk, Durability::Sync).retention(budget)).unwrap();
+        let mut written = Written::new();
+        let mut rolls = 0;
+        let mut n = 0;
+        let mut seen = None;
+        while rolls < 8 {
+            let arm = rolls == 7;
+            let rolled = append_watching_roll(&mut log, dir, n, &mut written, |_| {
+                if let (true, Some(footer)) = (arm, footer) {
+                    let header = format::SEGMENT_HEADER_LEN as u64;
+                    disk.set_capacity(disk.used() + footer + header);
+                }
+            });
+            if let Some((before, after)) = rolled {
+                rolls += 1;
+                seen = Some(after - before);
+            }
+            n += 1;
+        }
+        let pruned = log.take_pruned();
+        log.close().unwrap();
+        (written, pruned, seen.unwrap())
+    };
+    // A run on a large disk gives the length of the eighth seal's footer.
+    let dry = tempfile::tempdir().unwrap();
+    let (_, _, footer) = run(dry.path(), &SmallDisk::new(1 << 30), None);
+
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SmallDisk::new(1 << 30);
+    let (written, pruned, _) = run(dir.path(), &disk, Some(footer));
+    assert_eq!(
+        disk.refused(),
+        1,
+        "the pruning's record was the one refused write"
+    );
+    assert!(pruned.len() >= 2);
+    for (_, rec) in &pruned {
+        assert_eq!(
+            rec.reasons, 1,
+            "over max_bytes, as the budget decided: {rec:?}"
+        );
+    }
+    let report = verify(dir.path(), None, None).unwrap();
+    let cut = pruned.last().unwrap().1.last_seq;
+    assert_eq!(report.pruned.map(|p| p.up_to_seq), Some(cut));
+    let (read, _) = read_back(dir.path());
+    let kept: Written = written
+        .range(cut + 1..)
+        .map(|(s, p)| (*s, p.clone()))
+        .collect();
+    assert_eq!(read, kept);
+    assert!(
+        std::fs::metadata(dir.path().join(blackbox_log::RESERVE_FILE_NAME)).is_ok(),
+        "the reserve is taken again"
+    );
+}
