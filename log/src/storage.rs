@@ -187,6 +187,9 @@ pub enum Fault {
     },
     /// The next fsync fails with `EIO` (and, as on Linux, the dirty data may be gone).
     SyncFails,
+    /// The next fsync fails with `ENOSPC` (a file system that finds no room only when
+    /// it writes back: the dirty data may be gone as well).
+    SyncNoSpace,
 }
 
 /// A [`Storage`] over the real file system that injects faults and tracks durability.
@@ -239,7 +242,7 @@ impl FaultyStorage {
     fn take(&self, is_sync: bool) -> Option<Fault> {
         let mut armed = self.state.armed.lock();
         let (fault, after) = (*armed)?;
-        if matches!(fault, Fault::SyncFails) != is_sync {
+        if matches!(fault, Fault::SyncFails | Fault::SyncNoSpace) != is_sync {
             return None;
         }
         if after == 0 {
@@ -249,6 +252,14 @@ impl FaultyStorage {
             *armed = Some((fault, after - 1));
             None
         }
+    }
+}
+
+/// The error an fsync fault returns: `ENOSPC` or `EIO`.
+fn sync_error(fault: Fault) -> io::Error {
+    match fault {
+        Fault::SyncNoSpace => io::Error::from_raw_os_error(libc::ENOSPC),
+        _ => io::Error::from_raw_os_error(libc::EIO),
     }
 }
 
@@ -299,8 +310,8 @@ impl Storage for FaultyStorage {
 
     fn sync_file(&self, path: &Path) -> io::Result<()> {
         self.state.syncs.fetch_add(1, Ordering::Relaxed);
-        if self.take(true).is_some() {
-            return Err(io::Error::from_raw_os_error(5)); // EIO
+        if let Some(fault) = self.take(true) {
+            return Err(sync_error(fault));
         }
         let file = open_existing_read_only(path)?;
         file.sync_data()?;
@@ -326,8 +337,8 @@ impl WriteFile for FaultyFile {
 
     fn sync_data(&mut self) -> io::Result<()> {
         self.storage.state.syncs.fetch_add(1, Ordering::Relaxed);
-        if self.storage.take(true).is_some() {
-            return Err(io::Error::from_raw_os_error(5)); // EIO
+        if let Some(fault) = self.storage.take(true) {
+            return Err(sync_error(fault));
         }
         self.inner.sync_data()?;
         self.storage

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use blackbox_log::format;
 use blackbox_log::retention::PRUNE_RECORD_TYPE;
-use blackbox_log::storage::SmallDisk;
+use blackbox_log::storage::{Fault, FaultyStorage, SmallDisk};
 use blackbox_log::{
     Durability, Error, Log, LogOptions, LogReader, Pin, PruneRecord, Record, RecordType, Retention,
     Seq, verify,
@@ -404,4 +404,62 @@ fn a_full_disk_at_a_budget_prunings_own_record_gives_back_the_reserve_for_it() {
         std::fs::metadata(dir.path().join(blackbox_log::RESERVE_FILE_NAME)).is_ok(),
         "the reserve is taken again"
     );
+}
+
+#[test]
+fn an_fsync_that_finds_the_disk_full_is_not_retried_and_prunes_nothing() {
+    for (case, retention) in [("no budget", None), ("a budget", Some(LARGE_BUDGET))] {
+        for after in [0, 7, 40] {
+            let what = format!("{case}, after {after} fsyncs");
+            let dir = tempfile::tempdir().unwrap();
+            let storage = FaultyStorage::new();
+            let mut o = LogOptions::new()
+                .durability(Durability::Sync)
+                .segment_bytes_max(4096)
+                .block_bytes_max(1024)
+                .storage(Arc::new(storage.clone()));
+            if let Some(r) = retention {
+                o = o.retention(r);
+            }
+            let (mut log, _) = Log::open(dir.path(), o).unwrap();
+            storage.arm(Fault::SyncNoSpace, after);
+            let (acked, err) = append_until_error(&mut log, Durability::Sync);
+            assert!(storage.fired(), "{what}");
+            match &err {
+                Error::DiskFull { dir: d, source, .. } => {
+                    assert_eq!(d, dir.path(), "{what}");
+                    assert_eq!(source.raw_os_error(), Some(28), "{what}");
+                }
+                other => panic!("{what}: expected a full disk, got {other:?}"),
+            }
+            let message = err.to_string();
+            assert!(
+                message.ends_with(
+                    "bytes of records written since the last fsync could not be made durable; nothing acknowledged is lost"
+                ),
+                "{what}: {message}"
+            );
+            assert!(log.take_pruned().is_empty(), "{what}: nothing is pruned");
+            assert!(
+                matches!(log.flush(), Err(Error::Poisoned { .. })),
+                "{what}: poisoned"
+            );
+            drop(log);
+
+            // The refused batch reached the page cache, so it may be there: every
+            // acknowledged record must be, and nothing else but that batch.
+            let (log, _) = Log::open(dir.path(), LogOptions::new()).unwrap();
+            drop(log);
+            let (read, prunes) = read_back(dir.path());
+            assert!(prunes.is_empty(), "{what}");
+            let first_read: Written = read
+                .iter()
+                .take(acked.len())
+                .map(|(s, p)| (*s, p.clone()))
+                .collect();
+            assert_eq!(first_read, acked, "{what}");
+            assert!(read.len() <= acked.len() + 5, "{what}");
+            verify(dir.path(), None, None).unwrap();
+        }
+    }
 }
