@@ -911,10 +911,12 @@ impl Log {
     /// seqs would run past the largest one: a log recovered from a crafted footer could
     /// otherwise wrap its seqs around.
     fn check_seq_space(&self, n: usize) -> Result<()> {
-        // Per record: itself, and the preamble (and a prune record, with a budget) of a
-        // segment it starts.
+        // Per record: itself, and the preamble of a segment it starts; with a budget,
+        // the prune records it may bring: the budget's at a seal, and on a full disk
+        // one before the seal's footer, one for the reserve after it, and one after
+        // the write that holds the record.
         let per_record =
-            1 + self.preamble.len() as u64 + u64::from(self.opts.retention.is_bounded());
+            1 + self.preamble.len() as u64 + 4 * u64::from(self.opts.retention.is_bounded());
         let needed = (n as u64).saturating_mul(per_record);
         if self.next_seq.checked_add(needed).is_none() {
             return Err(Error::SeqSpaceExhausted {
