@@ -56,8 +56,13 @@ fn reserve_file(path: &Path, bytes: u64) -> io::Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(io::Error::other("the reserve is not a regular file"));
+    }
+    if meta.len() > bytes {
+        // A reserve left larger by an earlier run: cut to the size asked for.
+        file.set_len(bytes)?;
     }
     let len = libc::off_t::try_from(bytes).map_err(|_| io::Error::other("reserve too large"))?;
     if len == 0 {
