@@ -463,3 +463,56 @@ fn an_fsync_that_finds_the_disk_full_is_not_retried_and_prunes_nothing() {
         }
     }
 }
+
+#[test]
+fn a_full_disk_at_a_new_segments_header_gives_back_the_reserve_and_prunes_for_it() {
+    // At the fourth seal the disk has room for the footer to the byte, none for the
+    // next segment's header: the new file goes, the reserve is given back for the
+    // header, and the seal's pruning, finding no room to take the reserve again,
+    // prunes for it (disk full).
+    let run = |dir: &Path, disk: &SmallDisk, footer: Option<u64>| {
+        let (mut log, _) =
+            Log::open(dir, opts(disk, Durability::Sync).retention(LARGE_BUDGET)).unwrap();
+        let mut written = Written::new();
+        let (mut rolls, mut n, mut seen) = (0, 0, None);
+        while rolls < 4 {
+            let arm = rolls == 3;
+            let rolled = append_watching_roll(&mut log, dir, n, &mut written, |_| {
+                if let (true, Some(footer)) = (arm, footer) {
+                    disk.set_capacity(disk.used() + footer);
+                }
+            });
+            if let Some((before, after)) = rolled {
+                rolls += 1;
+                seen = Some(after - before);
+            }
+            n += 1;
+        }
+        let pruned = log.take_pruned();
+        log.close().unwrap();
+        (written, pruned, seen.unwrap())
+    };
+    let dry = tempfile::tempdir().unwrap();
+    let (_, none, footer) = run(dry.path(), &SmallDisk::new(1 << 30), None);
+    assert!(none.is_empty());
+
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SmallDisk::new(1 << 30);
+    let (written, pruned, _) = run(dir.path(), &disk, Some(footer));
+    assert_eq!(disk.refused(), 2, "the header, then the reserve");
+    assert_eq!(pruned.len(), 1);
+    assert_eq!(pruned[0].1.reasons, REASON_DISK_FULL);
+    assert!(
+        std::fs::metadata(dir.path().join(blackbox_log::RESERVE_FILE_NAME)).is_ok(),
+        "the reserve is taken again"
+    );
+    let report = verify(dir.path(), None, None).unwrap();
+    let cut = pruned[0].1.last_seq;
+    assert_eq!(report.pruned.map(|p| p.up_to_seq), Some(cut));
+    let (read, _) = read_back(dir.path());
+    let kept: Written = written
+        .range(cut + 1..)
+        .map(|(s, p)| (*s, p.clone()))
+        .collect();
+    assert_eq!(read, kept);
+}
