@@ -18,6 +18,10 @@ use crate::format::{
 /// Name of the writer's lock file inside a log directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
 
+/// Name of the writer's disk reserve inside a log directory (a dotfile: listings
+/// ignore it). Only a log with a disk budget has one.
+pub const RESERVE_FILE_NAME: &str = ".reserve";
+
 /// A segment file found in a log directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentEntry {
