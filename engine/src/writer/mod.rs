@@ -44,6 +44,14 @@ const TICK: Duration = Duration::from_millis(50);
 /// faster than one accounting interval's worth (about 0.1 % of the records, each
 /// delta naming the kinds that changed).
 pub(crate) const ACCOUNTING_RECORDS_MAX: u64 = 8192;
+/// Clock time between accounting snapshots written among the records (besides the one
+/// each segment opens with): a fold of the totals up to any time then starts at most
+/// this much (plus one accounting interval) before it, however long the segment.
+pub(crate) const ACCOUNTING_SNAPSHOT_EVERY_NS: u64 = 60_000_000_000;
+/// Records written since the last snapshot among the records, per kind a snapshot
+/// lists, before another is written: a log of many kinds and few events writes them
+/// less often than every minute, so snapshots stay a small part of the log.
+pub(crate) const ACCOUNTING_SNAPSHOT_RECORDS_PER_KIND: u64 = 16;
 
 /// The writer thread's state. It alone touches the log.
 pub(crate) struct Writer {
@@ -131,6 +139,10 @@ pub(crate) struct Writer {
     /// The knowledge base's last snapshot and the commits since, carried in every
     /// segment's preamble.
     kb_carry: kb::KbCarry,
+    /// When the next accounting snapshot is due among the records (clock ns).
+    next_accounting_snapshot_ns: u64,
+    /// The log's next seq after the last snapshot among the records.
+    accounting_snapshot_next_seq: u64,
 }
 
 /// What one batch left waiting for its end.
@@ -214,6 +226,8 @@ impl Writer {
             accounted_watermark_ns: restored.watermark_ns,
             accounted_next_seq: 0,
             kb_carry: restored.kb_carry,
+            next_accounting_snapshot_ns: now.saturating_add(ACCOUNTING_SNAPSHOT_EVERY_NS),
+            accounting_snapshot_next_seq: 0,
             shared,
         }
     }
