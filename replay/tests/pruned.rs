@@ -426,6 +426,16 @@ fn kb_history_on_a_pruned_log_says_from_which_version_it_is_complete() {
         "{refused}"
     );
     ok(&get(&whole, &["--as-of", "2"]));
+    // By time too, the time said as the command takes it (version 2's commit was
+    // made 9 s after the start).
+    let early = blackbox_replay::format_time(START_NS + 9_500_000_000);
+    let refused = common::fails(&get(&pruned, &["--at", &early]));
+    assert!(
+        refused.contains(&format!(
+            "{early} is before the knowledge base's history: it is complete from version 5 only"
+        )),
+        "{refused}"
+    );
 }
 
 #[test]

@@ -310,6 +310,13 @@ pub fn describe(e: &Error) -> String {
         Error::Kb(blackbox::kb::Error::View { .. }) => {
             format!("{e}; `blackbox kb rebuild` rebuilds it")
         }
+        Error::Kb(blackbox::kb::Error::BeforeHistory {
+            at: blackbox::kb::AsOf::Time(t),
+            history_from,
+        }) => format!(
+            "{} is before the knowledge base's history: it is complete from version {history_from} only (the log was pruned before it, and the knowledge base was rebuilt from its snapshot at version {history_from})",
+            blackbox_replay::format_time(*t)
+        ),
         _ => e.to_string(),
     }
 }

@@ -274,6 +274,7 @@ fn refused(e: &blackbox::kb::Error) -> bool {
             | E::UnknownVersion { .. }
             | E::NotFound { .. }
             | E::CommitTooLarge { .. }
+            | E::BeforeHistory { .. }
     )
 }
 
