@@ -6,7 +6,10 @@
 //! records of the flight log (type [`KB_RECORD`]), appended through a [`Sink`] (the
 //! recorder's writer): the log is the truth. A fjall database is the materialized
 //! [`View`] that makes current and as-of reads fast; it catches up from the log when it
-//! opens and can be dropped and rebuilt from it at any time.
+//! opens and can be dropped and rebuilt from it at any time. Snapshots of the whole
+//! knowledge base (type [`KB_SNAPSHOT_RECORD`]) are records of the log too, so a log
+//! pruned at its front still rebuilds it, with its history complete from the
+//! snapshot's version ([`View::history_from`]).
 //!
 //! Conflicts are adjudicated, not settled by the last writer: see [`adjudicate`] and
 //! `docs/ARCHITECTURE.md` for the rule and its constants.
