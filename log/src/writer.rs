@@ -1730,10 +1730,16 @@ mod tests {
     #[test]
     fn a_full_quota_is_a_full_disk_and_other_errors_are_not() {
         for errno in [libc::ENOSPC, libc::EDQUOT] {
-            assert!(is_disk_full(&io::Error::from_raw_os_error(errno)), "{errno}");
+            assert!(
+                is_disk_full(&io::Error::from_raw_os_error(errno)),
+                "{errno}"
+            );
         }
         for errno in [libc::EIO, libc::EROFS, libc::EACCES] {
-            assert!(!is_disk_full(&io::Error::from_raw_os_error(errno)), "{errno}");
+            assert!(
+                !is_disk_full(&io::Error::from_raw_os_error(errno)),
+                "{errno}"
+            );
         }
     }
 
