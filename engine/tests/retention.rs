@@ -16,6 +16,7 @@ use blackbox::policy::{IncidentPolicy, Policy};
 use blackbox::{Config, Counters, Event, LogOptions, ManualClock, Recorder, Seq};
 use blackbox_log::{Retention, verify};
 use common::Rec;
+use serde_json::{Value, json};
 
 const START_NS: u64 = 1_767_225_600_000_000_000;
 const SEGMENT: u64 = 8 << 10;
@@ -175,4 +176,104 @@ fn running_totals_after_pruning_equal_an_unbounded_runs() {
     assert_eq!(a["a.x"].seen, 1500);
     assert_eq!(b, a);
     assert!(verify(&bounded, None, None).unwrap().pruned.is_some());
+}
+
+/// The working-memory workload: sets, a checkpoint, changes after it, 300 changes of
+/// one key (one delta each, more than the writer carries before it checkpoints by
+/// itself), then 1500 events of 200 bytes and no change at all. Returns the recorder,
+/// synced and still open, and the memory its host holds.
+fn memory_run(dir: &Path, retention: Option<Retention>) -> (Recorder, BTreeMap<String, Value>) {
+    let clock = ManualClock::new(START_NS);
+    let mut policy = Policy::builder();
+    if let Some(r) = retention {
+        policy = policy.retention(r);
+    }
+    let config = Config::new()
+        .clock(Arc::new(clock.clone()))
+        .accounting_interval_ns(20 * STEP_NS)
+        .checkpoint_interval_ns(None)
+        .policy(policy.build().unwrap())
+        .log_options(LogOptions::new().segment_bytes_max(SEGMENT));
+    let recorder = Recorder::open(dir, config).unwrap();
+    let event = |i: u64| {
+        let mut payload = i.to_le_bytes().to_vec();
+        payload.resize(200, 0);
+        recorder.record(&Event::new("a.x").raw(&payload)).unwrap();
+        clock.advance_ns(STEP_NS);
+    };
+    let w = recorder.working();
+    w.set("a", json!(1)).unwrap();
+    w.set("b", json!({"x": [1, 2]})).unwrap();
+    w.set("c", json!("s")).unwrap();
+    event(0);
+    recorder.checkpoint().unwrap();
+    event(1);
+    w.set("a", json!(2)).unwrap();
+    w.remove("c");
+    w.set("d", Value::Null).unwrap();
+    event(2);
+    for i in 0..300 {
+        w.set("n", json!(i)).unwrap();
+        event(3 + i);
+    }
+    for i in 0..1500 {
+        event(1000 + i);
+        if i % 50 == 0 {
+            recorder.sync().unwrap();
+        }
+    }
+    recorder.sync().unwrap();
+    let memory = w.snapshot();
+    (recorder, memory)
+}
+
+/// Copies the files of the log in `from` (not its lock) into `to`: what a crash right
+/// now would leave on disk, once the recorder has synced.
+fn crash_image(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() && e.file_name() != blackbox_log::LOCK_FILE_NAME {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_working_memory_survives_pruning_every_segment_that_held_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut restored = Vec::new();
+    let retention = Retention {
+        max_bytes: Some(48 << 10),
+        max_age_ns: None,
+        pinned_max_bytes: 0,
+    };
+    for (name, retention) in [("whole", None), ("bounded", Some(retention))] {
+        let dir = tmp.path().join(name);
+        let (recorder, memory) = memory_run(&dir, retention);
+        // The host's memory, by hand.
+        let want = BTreeMap::from([
+            ("a".to_owned(), json!(2)),
+            ("b".to_owned(), json!({"x": [1, 2]})),
+            ("d".to_owned(), Value::Null),
+            ("n".to_owned(), json!(299)),
+        ]);
+        assert_eq!(memory, want);
+        // A crash now: the close's checkpoint is not in the image.
+        let image = tmp.path().join(format!("{name}-crashed"));
+        crash_image(&dir, &image);
+        recorder.close().unwrap();
+        if retention.is_some() {
+            // Every segment that held a change or a checkpoint is gone: the log
+            // starts in the stretch without changes.
+            let first = *events(&image).values().next().unwrap();
+            assert!(first > 1010, "the log starts at event {first}");
+            assert!(verify(&image, None, None).unwrap().pruned.is_some());
+        }
+        let r = Recorder::open(&image, Config::new()).unwrap();
+        restored.push(r.working().snapshot());
+        r.close().unwrap();
+        assert_eq!(restored.last().unwrap(), &want, "{name}");
+    }
+    assert_eq!(restored[0], restored[1]);
 }

@@ -572,6 +572,40 @@ impl Log {
         Ok(())
     }
 
+    /// Adds one record at the end of the preamble set by
+    /// [`set_segment_preamble`](Log::set_segment_preamble), for segments started from
+    /// now on: a layer whose preamble grows by a record at a time does not hand the
+    /// whole of it over again.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_segment_preamble`](Log::set_segment_preamble).
+    pub fn push_segment_preamble(
+        &mut self,
+        record_type: RecordType,
+        payload: Vec<u8>,
+    ) -> Result<()> {
+        if record_type == PRUNE_RECORD_TYPE {
+            return Err(Error::ReservedRecordType {
+                record_type: record_type.0,
+            });
+        }
+        if payload.len() > self.opts.record_bytes_max {
+            return Err(Error::RecordTooLarge {
+                size_bytes: payload.len(),
+                limit_bytes: self.opts.record_bytes_max,
+            });
+        }
+        self.preamble.push((record_type, payload));
+        Ok(())
+    }
+
+    /// Keeps the first `len` records of the preamble (all of them when it has no more),
+    /// for segments started from now on.
+    pub fn truncate_segment_preamble(&mut self, len: usize) {
+        self.preamble.truncate(len);
+    }
+
     /// Sets the seq ranges that the next prunings keep (see [`Pin`] and
     /// [`Retention::pinned_max_bytes`]), replacing the previous set.
     pub fn set_pins(&mut self, pins: Vec<Pin>) {

@@ -6,12 +6,12 @@ use std::path::Path;
 use blackbox::Counters;
 use blackbox::codec;
 use blackbox::kb::{AsOf, Fact, Version, View};
-use blackbox::log::{LogReader, ReaderOptions};
+use blackbox::log::{LogReader, ReaderOptions, Seq};
 use blackbox_log::ChainKey;
 use serde_json::{Map, Value};
 
 use crate::decode::{Body, RecordType};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
 use crate::query::Query;
 use crate::replay::Replay;
@@ -229,6 +229,15 @@ fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
 /// As [`kb_view`] and [`Replay::open`].
 pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> {
     check_structure(dir, key.clone())?;
+    if let Some((earliest_ns, first_seq)) = retained_start(dir, key.clone())?
+        && at_ns < earliest_ns
+    {
+        return Err(Error::PrunedBefore {
+            at_ns,
+            earliest_ns,
+            pruned_up_to_seq: first_seq - 1,
+        });
+    }
     let from = start_seq(dir, at_ns, key.clone())?;
     let query = Query::new()
         .from_seq(from)
@@ -275,6 +284,24 @@ pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> 
         state.kb = view.snapshot(AsOf::Version(state.kb_version))?;
     }
     Ok(state)
+}
+
+/// When the log in `dir` was pruned: the stamp and seq of its first retained record,
+/// the earliest point the retained log rebuilds the state at (the segment it opens
+/// starts with the preamble: the dictionary, the accounting snapshot and the working
+/// memory carried); `None` for a log that starts at seq 0.
+fn retained_start(dir: &Path, key: Option<ChainKey>) -> Result<Option<(u64, u64)>> {
+    let reader = LogReader::open_with(dir, ReaderOptions { key })?;
+    let Some(first) = reader.structure()?.first().map(|s| s.first_seq) else {
+        return Ok(None);
+    };
+    if first == 0 {
+        return Ok(None);
+    }
+    match reader.records(Seq(first)..)?.next() {
+        Some(r) => Ok(Some((r?.ts_ns(), first))),
+        None => Ok(None),
+    }
 }
 
 /// How far back from `at_ns` [`start_seq`] first looks (ns); it looks 4 times as far
