@@ -277,3 +277,44 @@ fn the_working_memory_survives_pruning_every_segment_that_held_it() {
     }
     assert_eq!(restored[0], restored[1]);
 }
+
+#[test]
+fn a_budget_smaller_than_a_segment_sizes_the_segments_from_it() {
+    // The default segment size (64 MiB) and a budget of 2 MiB, from the policy file:
+    // segments of an eighth of the budget, so the log prunes as it goes.
+    let dir = tempfile::tempdir().unwrap();
+    let budget: u64 = 2 << 20;
+    let policy = Policy::from_toml_str("[retention]\nmax_bytes = \"2MiB\"\n").unwrap();
+    let clock = ManualClock::new(START_NS);
+    let config = Config::new()
+        .clock(Arc::new(clock.clone()))
+        .accounting_interval_ns(20 * STEP_NS)
+        .policy(policy);
+    let recorder = Recorder::open(dir.path(), config).unwrap();
+    let mut most = 0;
+    let mut written = 0u64;
+    let mut i = 0u64;
+    while written < 20 << 20 {
+        let mut payload = i.to_le_bytes().to_vec();
+        payload.resize(200, 0);
+        recorder.record(&Event::new("a.x").raw(&payload)).unwrap();
+        written += 200;
+        i += 1;
+        clock.advance_ns(STEP_NS);
+        if i.is_multiple_of(1000) {
+            recorder.sync().unwrap();
+            most = most.max(bytes_on_disk(dir.path()));
+        }
+    }
+    recorder.close().unwrap();
+    most = most.max(bytes_on_disk(dir.path()));
+    // Within the budget and one segment of an eighth of it (with its preamble and
+    // footer, a few KiB here); no pins.
+    let bound = budget + budget / 8 + (16 << 10);
+    assert!(most <= bound, "{most} bytes on disk, over {bound}");
+    let report = verify(dir.path(), None, None).unwrap();
+    assert!(report.pruned.is_some(), "nothing was pruned");
+    // Segments of about an eighth of the budget: several of them are within it.
+    let segments = blackbox_log::list_segments(dir.path()).unwrap();
+    assert!(segments.len() >= 6, "{} segments", segments.len());
+}

@@ -36,6 +36,11 @@ pub enum Durability {
     Sync,
 }
 
+/// The smallest segment size limit a disk budget sizes segments down to
+/// ([`LogOptions::effective_segment_bytes_max`]): 64 KiB, one block at the default
+/// block size.
+pub const BUDGET_SEGMENT_BYTES_MIN: u64 = 64 << 10;
+
 /// Options for [`Log::open`].
 #[derive(Debug, Clone)]
 pub struct LogOptions {
@@ -86,7 +91,9 @@ impl LogOptions {
     /// Size at which the active segment is sealed and a new one started (default 64 MiB),
     /// counting the bytes after the segment preamble: a segment is at most its preamble
     /// plus this, so a preamble larger than the limit never makes a segment of every
-    /// record. A single record larger than this gets a segment of its own.
+    /// record. A single record larger than this gets a segment of its own. With a
+    /// [`retention`](LogOptions::retention) budget by size, the log writes segments of
+    /// at most an eighth of it ([`effective_segment_bytes_max`](LogOptions::effective_segment_bytes_max)).
     pub fn segment_bytes_max(mut self, bytes: u64) -> Self {
         self.segment_bytes_max = bytes;
         self
@@ -163,6 +170,21 @@ impl LogOptions {
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
         self
+    }
+
+    /// The segment size limit the log writes with: `segment_bytes_max`, or, under a
+    /// budget of `max_bytes`, an eighth of the budget when that is smaller, but never
+    /// less than [`BUDGET_SEGMENT_BYTES_MIN`]. Only sealed segments are pruned, so a
+    /// segment as large as the budget would never be: with an eighth, the log stays
+    /// within its budget plus one segment (an eighth more), and pruning frees an eighth
+    /// at a time.
+    pub fn effective_segment_bytes_max(&self) -> u64 {
+        match self.retention.max_bytes {
+            Some(budget) => self
+                .segment_bytes_max
+                .min((budget / 8).max(BUDGET_SEGMENT_BYTES_MIN)),
+            None => self.segment_bytes_max,
+        }
     }
 
     fn validate(&self) -> Result<()> {
@@ -329,8 +351,9 @@ impl Log {
     /// [`Error::NotALog`] if the directory holds something else (it is left
     /// untouched), [`Error::Locked`] if another writer holds it, [`Error::Corrupt`] on
     /// damage that is not a torn tail, key errors, and I/O errors.
-    pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<(Log, Recovery)> {
+    pub fn open(dir: impl AsRef<Path>, mut opts: LogOptions) -> Result<(Log, Recovery)> {
         opts.validate()?;
+        opts.segment_bytes_max = opts.effective_segment_bytes_max();
         let dir = dir.as_ref().to_owned();
         let mut created = false;
         match fs::metadata(&dir) {
