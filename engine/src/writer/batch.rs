@@ -39,6 +39,7 @@ impl Writer {
         if t == codec::CHECKPOINT {
             self.queued_deltas = 0;
             self.queued_delta_bytes = 0;
+            self.queued_checkpoint_bytes = bytes.len();
         }
         let start = self.arena.len();
         self.arena.extend_from_slice(bytes);

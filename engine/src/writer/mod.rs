@@ -45,7 +45,10 @@ const TICK: Duration = Duration::from_millis(50);
 pub(crate) const ACCOUNTING_RECORDS_MAX: u64 = 8192;
 /// Working-memory delta records written since the last checkpoint after which the
 /// writer writes a checkpoint itself: every segment's preamble carries the last
-/// checkpoint and the deltas since, so this bounds how many deltas it repeats.
+/// checkpoint and the deltas since, so this bounds how many deltas it repeats. Not
+/// before the deltas' payloads weigh as much as that checkpoint, though: a large memory
+/// changed a little at a time is then written whole at most once per its own weight
+/// of changes, and the preamble holds at most about twice the memory.
 pub(crate) const CARRIED_DELTAS_MAX: usize = 256;
 /// Bytes of working-memory delta payloads written since the last checkpoint after
 /// which the writer writes a checkpoint itself (see [`CARRIED_DELTAS_MAX`]).
@@ -108,9 +111,12 @@ pub(crate) struct Writer {
     /// Records of the preamble before the carried memory (dictionary, snapshot, policy).
     preamble_base_len: usize,
     /// Delta records queued since the last checkpoint queued, and their payload bytes:
-    /// past [`CARRIED_DELTAS_MAX`] or [`CARRIED_DELTA_BYTES_MAX`] a checkpoint is queued.
+    /// past [`CARRIED_DELTAS_MAX`] or [`CARRIED_DELTA_BYTES_MAX`], and once the bytes
+    /// reach `queued_checkpoint_bytes`, a checkpoint is queued.
     queued_deltas: usize,
     queued_delta_bytes: usize,
+    /// Bytes of the last checkpoint queued (or of the memory restored, before one).
+    queued_checkpoint_bytes: usize,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`, tag for the
@@ -208,6 +214,7 @@ impl Writer {
             preamble_base_len: 0,
             queued_deltas: 0,
             queued_delta_bytes: 0,
+            queued_checkpoint_bytes: 0,
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
@@ -283,6 +290,7 @@ impl Writer {
             if segment_empty {
                 self.emit_raw(codec::CHECKPOINT, now, &snapshot);
             } else {
+                self.queued_checkpoint_bytes = snapshot.len();
                 self.carried_checkpoint = Some(snapshot);
             }
         }
@@ -748,8 +756,9 @@ impl Writer {
                 self.logged.remove(&key);
             }
             self.logged.extend(sets);
-            if self.queued_deltas >= CARRIED_DELTAS_MAX
-                || self.queued_delta_bytes >= CARRIED_DELTA_BYTES_MAX
+            if (self.queued_deltas >= CARRIED_DELTAS_MAX
+                || self.queued_delta_bytes >= CARRIED_DELTA_BYTES_MAX)
+                && self.queued_delta_bytes >= self.queued_checkpoint_bytes
             {
                 // The preamble would repeat too much: a checkpoint replaces it all
                 // (`emit_raw` stamps it `at` and takes no change: `at` is the last stamp).
