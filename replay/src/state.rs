@@ -6,7 +6,7 @@ use std::path::Path;
 use blackbox::Counters;
 use blackbox::codec;
 use blackbox::kb::{AsOf, Fact, Version, View};
-use blackbox::log::{LogReader, ReaderOptions, Seq};
+use blackbox::log::{LogReader, ReaderOptions, SegmentSummary, Seq};
 use blackbox_log::ChainKey;
 use serde_json::{Map, Value};
 
@@ -91,10 +91,9 @@ pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
 /// are sealed but the last ([`LogReader::structure`]: two small reads per segment, no
 /// block): reads that start past the log's beginning would not meet a missing or
 /// foreign segment before their start.
-fn check_structure(dir: &Path, key: Option<ChainKey>) -> Result<()> {
+fn check_structure(dir: &Path, key: Option<ChainKey>) -> Result<Vec<SegmentSummary>> {
     open_log_dir(dir)?;
-    LogReader::open_with(dir, ReaderOptions { key })?.structure()?;
-    Ok(())
+    Ok(LogReader::open_with(dir, ReaderOptions { key })?.structure()?)
 }
 
 /// A temporary view started from a copy of `DIR/kb` and caught up with the log, or
@@ -228,8 +227,8 @@ fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
 ///
 /// As [`kb_view`] and [`Replay::open`].
 pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> {
-    check_structure(dir, key.clone())?;
-    if let Some((earliest_ns, first_seq)) = retained_start(dir, key.clone())?
+    let segments = check_structure(dir, key.clone())?;
+    if let Some((earliest_ns, first_seq)) = retained_start(dir, &segments, key.clone())?
         && at_ns < earliest_ns
     {
         return Err(Error::PrunedBefore {
@@ -290,14 +289,22 @@ pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> 
 /// the earliest point the retained log rebuilds the state at (the segment it opens
 /// starts with the preamble: the dictionary, the accounting snapshot and the working
 /// memory carried); `None` for a log that starts at seq 0.
-fn retained_start(dir: &Path, key: Option<ChainKey>) -> Result<Option<(u64, u64)>> {
-    let reader = LogReader::open_with(dir, ReaderOptions { key })?;
-    let Some(first) = reader.structure()?.first().map(|s| s.first_seq) else {
+fn retained_start(
+    dir: &Path,
+    segments: &[SegmentSummary],
+    key: Option<ChainKey>,
+) -> Result<Option<(u64, u64)>> {
+    let Some(first) = segments.first() else {
         return Ok(None);
     };
-    if first == 0 {
+    if first.first_seq == 0 {
         return Ok(None);
     }
+    if let Some(sealed) = &first.sealed {
+        return Ok(Some((sealed.first_ts_ns, first.first_seq)));
+    }
+    let reader = LogReader::open_with(dir, ReaderOptions { key })?;
+    let first = first.first_seq;
     match reader.records(Seq(first)..)?.next() {
         Some(r) => Ok(Some((r?.ts_ns(), first))),
         None => Ok(None),
