@@ -318,3 +318,58 @@ fn a_budget_smaller_than_a_segment_sizes_the_segments_from_it() {
     let segments = blackbox_log::list_segments(dir.path()).unwrap();
     assert!(segments.len() >= 6, "{} segments", segments.len());
 }
+
+#[test]
+fn a_reopened_recorder_carries_the_memory_it_restored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bounded");
+    let clock = ManualClock::new(START_NS);
+    let config = || {
+        Config::new()
+            .clock(Arc::new(clock.clone()))
+            .accounting_interval_ns(20 * STEP_NS)
+            .checkpoint_interval_ns(None)
+            .policy(Policy::builder().retention(budget()).build().unwrap())
+            .log_options(LogOptions::new().segment_bytes_max(SEGMENT))
+    };
+    // The first session sets the memory and closes (a checkpoint).
+    let recorder = Recorder::open(&dir, config()).unwrap();
+    recorder.working().set("a", json!(1)).unwrap();
+    recorder.working().set("b", json!([1, 2])).unwrap();
+    clock.advance_ns(STEP_NS);
+    let first_session_end = recorder.sync().unwrap().unwrap();
+    recorder.close().unwrap();
+    // The second restores it and changes nothing: 1500 events under the budget prune
+    // every record of the first.
+    let recorder = Recorder::open(&dir, config()).unwrap();
+    for i in 0..1500u64 {
+        let mut payload = i.to_le_bytes().to_vec();
+        payload.resize(200, 0);
+        recorder.record(&Event::new("a.x").raw(&payload)).unwrap();
+        clock.advance_ns(STEP_NS);
+        if i.is_multiple_of(50) {
+            recorder.sync().unwrap();
+        }
+    }
+    recorder.sync().unwrap();
+    let image = tmp.path().join("crashed");
+    crash_image(&dir, &image);
+    recorder.close().unwrap();
+    let first = blackbox_log::LogReader::open(&image)
+        .unwrap()
+        .structure()
+        .unwrap()[0]
+        .first_seq;
+    assert!(
+        first > first_session_end.0 + 10,
+        "the log starts at seq {first}"
+    );
+    let r = Recorder::open(&image, Config::new()).unwrap();
+    let memory = r.working().snapshot();
+    r.close().unwrap();
+    // By hand: what the first session set.
+    assert_eq!(
+        memory,
+        BTreeMap::from([("a".to_owned(), json!(1)), ("b".to_owned(), json!([1, 2]))])
+    );
+}
