@@ -54,3 +54,30 @@ pub fn main_of<A>(
         }
     }
 }
+
+/// Builds the release `blackbox` binary next to this one and returns its path.
+pub fn build_blackbox() -> Result<std::path::PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "blackbox-replay",
+            "--bin",
+            "blackbox",
+        ])
+        .status()?;
+    if !status.success() {
+        return Err(format!("building the blackbox binary failed: {status}").into());
+    }
+    let exe = std::env::current_exe()?;
+    let path = exe
+        .parent()
+        .ok_or("this binary has no directory")?
+        .join("blackbox");
+    if !path.is_file() {
+        return Err(format!("no blackbox binary at {}", path.display()).into());
+    }
+    Ok(path)
+}

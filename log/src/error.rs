@@ -117,6 +117,19 @@ pub enum Error {
         /// The type.
         record_type: u16,
     },
+    /// The disk holding the log is full (`ENOSPC`), and pruning (with a disk budget)
+    /// could not free room: the writer is poisoned, and what it had acknowledged is on
+    /// disk. The log opens again once there is room.
+    DiskFull {
+        /// The log directory.
+        dir: PathBuf,
+        /// Bytes that could not be written (or made durable).
+        bytes: u64,
+        /// What they were, and what failed: `"records could not be written"`, ...
+        what: &'static str,
+        /// The error the operating system returned.
+        source: io::Error,
+    },
     /// An option is out of range.
     InvalidOptions {
         /// Which option and why.
@@ -344,6 +357,13 @@ impl fmt::Display for Error {
                 f,
                 "record type {record_type} is reserved for the log's own prune records"
             ),
+            Error::DiskFull {
+                dir, bytes, what, ..
+            } => write!(
+                f,
+                "the disk holding {} is full: {bytes} bytes of {what}; nothing acknowledged is lost",
+                dir.display()
+            ),
             Error::InvalidOptions { reason } => write!(f, "invalid log options: {reason}"),
         }
     }
@@ -352,7 +372,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
+            Error::Io { source, .. } | Error::DiskFull { source, .. } => Some(source),
             Error::Poisoned { cause } => Some(cause.as_ref()),
             _ => None,
         }

@@ -82,7 +82,7 @@ pub use error::{Corruption, CorruptionKind, Error, Result};
 pub use reader::{LogReader, LogRecord, ReaderOptions, Records};
 pub use retention::{Pin, PruneRecord, Retention};
 pub use salvage::{DamageKind, DamagePlace, Loss, LostSeqs, Salvage, Salvaged};
-pub use segment::{LOCK_FILE_NAME, SegmentEntry, list_segments};
+pub use segment::{LOCK_FILE_NAME, RESERVE_FILE_NAME, SegmentEntry, list_segments};
 pub use shown::{SHOWN_CHARS_MAX, Shown};
 pub use structure::{SealedSummary, SegmentSummary};
 pub use verify::{PrunedStart, VerifyReport, verify};

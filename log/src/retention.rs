@@ -45,6 +45,9 @@ pub const REASON_AGE: u16 = 2;
 /// Reason bit: pins held back more than [`Retention::pinned_max_bytes`], so the oldest
 /// pins were evicted (listed in [`PruneRecord::evicted_pins`]).
 pub const REASON_PINNED_CAP: u16 = 4;
+/// Reason bit: the disk was full (a write failed with `ENOSPC`), so the oldest unpinned
+/// sealed segments went to make room, whatever the budget still allowed.
+pub const REASON_DISK_FULL: u16 = 8;
 
 /// Bytes of a prune record before its segment list.
 const FIXED_LEN: usize = 88;
@@ -98,7 +101,8 @@ pub struct Pin {
 /// A prune record's content (FORMAT.md, "Prune record").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneRecord {
-    /// Why: [`REASON_BYTES`], [`REASON_AGE`], [`REASON_PINNED_CAP`], or'ed.
+    /// Why: [`REASON_BYTES`], [`REASON_AGE`], [`REASON_PINNED_CAP`],
+    /// [`REASON_DISK_FULL`], or'ed.
     pub reasons: u16,
     /// First seq removed (the first seq of the oldest segment removed).
     pub first_seq: u64,
@@ -346,6 +350,29 @@ pub(crate) fn plan(
     }
 }
 
+/// Decides what a pruning on a full disk removes: the oldest sealed segments, up to the
+/// first pinned one (pins are never evicted for room), until they free `needed` bytes
+/// (at least one segment, when the oldest is not pinned).
+pub(crate) fn plan_disk_full(sealed: &[SealedInfo], pins: &[Pin], needed: u64) -> Plan {
+    let mut remove = 0;
+    let mut freed = 0u64;
+    for s in sealed {
+        let pinned = pins.iter().any(|p| {
+            p.first_seq <= s.last_seq && p.last_seq.is_none_or(|last| last >= s.first_seq)
+        });
+        if pinned || (remove > 0 && freed >= needed) {
+            break;
+        }
+        remove += 1;
+        freed = freed.saturating_add(s.bytes);
+    }
+    Plan {
+        remove,
+        reasons: if remove == 0 { 0 } else { REASON_DISK_FULL },
+        evicted: Vec::new(),
+    }
+}
+
 /// Where the log starts when its first segment starts past seq 0: at that segment's
 /// header (`first_seq`, `prev_link`), a cut that a prune record must explain. `None`
 /// for a segment at seq 0, which must start from the genesis link.
@@ -522,6 +549,32 @@ mod tests {
         assert_eq!(rec.link_after(19), Some([2; 32]));
         assert_eq!(rec.link_after(29), Some([7; 32]));
         assert_eq!(rec.link_after(25), None);
+    }
+
+    #[test]
+    fn a_full_disk_removes_the_oldest_until_enough_is_freed_and_never_past_a_pin() {
+        let sealed = [seg(0, 9, 100, 1), seg(10, 19, 100, 2), seg(20, 29, 100, 3)];
+        // At least one segment, then as many as free what is needed.
+        assert_eq!(plan_disk_full(&sealed, &[], 0).remove, 1);
+        assert_eq!(plan_disk_full(&sealed, &[], 100).remove, 1);
+        assert_eq!(plan_disk_full(&sealed, &[], 101).remove, 2);
+        assert_eq!(plan_disk_full(&sealed, &[], 1000).remove, 3);
+        assert_eq!(plan_disk_full(&sealed, &[], 1).reasons, REASON_DISK_FULL);
+        // A pin stops the cut at its oldest segment, and is not evicted.
+        let pin = Pin {
+            id: 1,
+            first_seq: 15,
+            last_seq: None,
+        };
+        let p = plan_disk_full(&sealed, &[pin], 1000);
+        assert_eq!((p.remove, p.evicted), (1, vec![]));
+        let on_first = Pin {
+            id: 2,
+            first_seq: 0,
+            last_seq: Some(0),
+        };
+        let p = plan_disk_full(&sealed, &[on_first], 1000);
+        assert_eq!((p.remove, p.reasons), (0, 0));
     }
 
     #[test]

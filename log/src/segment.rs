@@ -18,6 +18,10 @@ use crate::format::{
 /// Name of the writer's lock file inside a log directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
 
+/// Name of the writer's disk reserve inside a log directory (a dotfile: listings
+/// ignore it). Only a log with a disk budget has one.
+pub const RESERVE_FILE_NAME: &str = ".reserve";
+
 /// A segment file found in a log directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentEntry {
@@ -472,7 +476,14 @@ pub(crate) enum Step {
     },
 }
 
+/// The most a cursor reads at once: what a scan reads per call once it is under way.
 const CHUNK_BYTES: usize = 1 << 20;
+/// What a cursor reads first after a seek (or at its start): a little more than one
+/// block of the default size. Each read that continues where the last one ended reads
+/// twice as much, up to [`CHUNK_BYTES`]: a scan soon reads 1 MiB a call, while a read
+/// that wants one block, or jumps from block to block through the index, does not copy
+/// a whole MiB around each.
+const FIRST_READ_BYTES: usize = 128 << 10;
 
 /// Walks the blocks of one segment in order, checking each as it goes.
 #[derive(Debug)]
@@ -492,6 +503,8 @@ pub(crate) struct BlockCursor {
     pub(crate) prev_link: Link,
     /// Recompute every frame checksum even when the chain link verifies (`verify`).
     pub(crate) always_check_crc: bool,
+    /// Bytes the next read that continues the last one asks for.
+    next_read: usize,
 }
 
 impl BlockCursor {
@@ -514,6 +527,7 @@ impl BlockCursor {
             last_ts,
             prev_link,
             always_check_crc: true,
+            next_read: FIRST_READ_BYTES,
         }
     }
 
@@ -537,7 +551,15 @@ impl BlockCursor {
             ));
         }
         let remaining = usize::try_from(self.end - offset).unwrap_or(usize::MAX);
-        let want = n.max(CHUNK_BYTES).min(remaining.max(n));
+        // Read ahead in a growing run while the reads follow one another; start small
+        // again after a jump.
+        let read = if have_from < have_to && (have_from..=have_to).contains(&offset) {
+            self.next_read
+        } else {
+            FIRST_READ_BYTES
+        };
+        self.next_read = read.saturating_mul(2).min(CHUNK_BYTES);
+        let want = n.max(read).min(remaining.max(n));
         // Reuse the allocation when no record borrows the old chunk any more.
         let buf = match Arc::get_mut(&mut self.chunk) {
             Some(buf) => buf,

@@ -4,6 +4,8 @@
 //! swap in [`FaultyStorage`], which injects short writes, `ENOSPC` and failing fsyncs,
 //! and remembers how many bytes of each file were made durable so a test can build the
 //! image a power loss would leave (only synced bytes survive, the pending write is torn).
+//! [`SmallDisk`] plays a disk of a fixed size: a write past it fails with `ENOSPC`
+//! after writing what fits, and removing or cutting a file gives its bytes back.
 //! Readers and recovery read with plain `std::fs`: reads have no side effects to fake.
 
 use std::collections::HashMap;
@@ -37,6 +39,42 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
     }
+    /// Creates `path` if needed (0600) and allocates `bytes` bytes of disk to it: the
+    /// log's disk reserve, given back when the disk fills so that a prune record fits.
+    fn reserve(&self, path: &Path, bytes: u64) -> io::Result<()> {
+        reserve_file(path, bytes)
+    }
+}
+
+/// Allocates `bytes` bytes to `path` (created 0600, never through a symbolic link).
+fn reserve_file(path: &Path, bytes: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("the reserve is not a regular file"));
+    }
+    if meta.len() > bytes {
+        // A reserve left larger by an earlier run: cut to the size asked for.
+        file.set_len(bytes)?;
+    }
+    let len = libc::off_t::try_from(bytes).map_err(|_| io::Error::other("reserve too large"))?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: the descriptor is open for the duration of the call, which reads no
+    // memory of ours.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
 }
 
 /// Opens an existing file read-only, never through a symbolic link.
@@ -60,7 +98,8 @@ pub trait WriteFile: Send + fmt::Debug {
     fn start_writeback(&mut self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
-    /// Cuts the file to `len` bytes. Only recovery calls this, on a torn tail.
+    /// Cuts the file to `len` bytes: recovery cuts a torn tail, and the writer the part
+    /// of a write that a full disk refused.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
 }
 
@@ -153,6 +192,9 @@ pub enum Fault {
     },
     /// The next fsync fails with `EIO` (and, as on Linux, the dirty data may be gone).
     SyncFails,
+    /// The next fsync fails with `ENOSPC` (a file system that finds no room only when
+    /// it writes back: the dirty data may be gone as well).
+    SyncNoSpace,
 }
 
 /// A [`Storage`] over the real file system that injects faults and tracks durability.
@@ -205,7 +247,7 @@ impl FaultyStorage {
     fn take(&self, is_sync: bool) -> Option<Fault> {
         let mut armed = self.state.armed.lock();
         let (fault, after) = (*armed)?;
-        if matches!(fault, Fault::SyncFails) != is_sync {
+        if matches!(fault, Fault::SyncFails | Fault::SyncNoSpace) != is_sync {
             return None;
         }
         if after == 0 {
@@ -215,6 +257,14 @@ impl FaultyStorage {
             *armed = Some((fault, after - 1));
             None
         }
+    }
+}
+
+/// The error an fsync fault returns: `ENOSPC` or `EIO`.
+fn sync_error(fault: Fault) -> io::Error {
+    match fault {
+        Fault::SyncNoSpace => io::Error::from_raw_os_error(libc::ENOSPC),
+        _ => io::Error::from_raw_os_error(libc::EIO),
     }
 }
 
@@ -265,8 +315,8 @@ impl Storage for FaultyStorage {
 
     fn sync_file(&self, path: &Path) -> io::Result<()> {
         self.state.syncs.fetch_add(1, Ordering::Relaxed);
-        if self.take(true).is_some() {
-            return Err(io::Error::from_raw_os_error(5)); // EIO
+        if let Some(fault) = self.take(true) {
+            return Err(sync_error(fault));
         }
         let file = open_existing_read_only(path)?;
         file.sync_data()?;
@@ -292,8 +342,8 @@ impl WriteFile for FaultyFile {
 
     fn sync_data(&mut self) -> io::Result<()> {
         self.storage.state.syncs.fetch_add(1, Ordering::Relaxed);
-        if self.storage.take(true).is_some() {
-            return Err(io::Error::from_raw_os_error(5)); // EIO
+        if let Some(fault) = self.storage.take(true) {
+            return Err(sync_error(fault));
         }
         self.inner.sync_data()?;
         self.storage
@@ -311,6 +361,147 @@ impl WriteFile for FaultyFile {
         if let Some(d) = durable.get_mut(&self.path) {
             *d = (*d).min(len);
         }
+        Ok(())
+    }
+}
+
+/// A [`Storage`] over the real file system that plays a disk of `capacity` bytes:
+/// the bytes of the files it has seen (created, opened, reserved) count against it; an
+/// append that would pass it writes what fits, then fails with `ENOSPC`; a removed or
+/// cut file gives its bytes back. Files it never saw (a lock file, segments of an
+/// earlier run that were not opened through it) take no room.
+#[derive(Debug, Clone)]
+pub struct SmallDisk {
+    state: Arc<DiskState>,
+}
+
+#[derive(Debug)]
+struct DiskState {
+    capacity: AtomicU64,
+    sizes: Mutex<HashMap<PathBuf, u64>>,
+    refused: AtomicU64,
+}
+
+impl SmallDisk {
+    /// A disk of `capacity` bytes.
+    pub fn new(capacity: u64) -> SmallDisk {
+        SmallDisk {
+            state: Arc::new(DiskState {
+                capacity: AtomicU64::new(capacity),
+                sizes: Mutex::new(HashMap::new()),
+                refused: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Changes the disk's size (a test gives room back, or takes it away).
+    pub fn set_capacity(&self, capacity: u64) {
+        self.state.capacity.store(capacity, Ordering::SeqCst);
+    }
+
+    /// Bytes in use.
+    pub fn used(&self) -> u64 {
+        self.state.sizes.lock().values().sum()
+    }
+
+    /// How many writes (appends and reservations) failed with `ENOSPC`.
+    pub fn refused(&self) -> u64 {
+        self.state.refused.load(Ordering::SeqCst)
+    }
+
+    /// Room for `want` more bytes of `path`: how many fit.
+    fn room(&self, sizes: &HashMap<PathBuf, u64>, want: u64) -> u64 {
+        let used: u64 = sizes.values().sum();
+        let capacity = self.state.capacity.load(Ordering::SeqCst);
+        want.min(capacity.saturating_sub(used))
+    }
+
+    fn no_space(&self) -> io::Error {
+        self.state.refused.fetch_add(1, Ordering::SeqCst);
+        io::Error::from_raw_os_error(libc::ENOSPC)
+    }
+}
+
+#[derive(Debug)]
+struct SmallDiskFile {
+    inner: OsFile,
+    path: PathBuf,
+    disk: SmallDisk,
+}
+
+impl Storage for SmallDisk {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        self.state.sizes.lock().insert(path.to_owned(), 0);
+        Ok(Box::new(SmallDiskFile {
+            inner: OsFile { file },
+            path: path.to_owned(),
+            disk: self.clone(),
+        }))
+    }
+
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let file = open_existing_for_append(path)?;
+        let len = file.metadata()?.len();
+        self.state.sizes.lock().insert(path.to_owned(), len);
+        Ok(Box::new(SmallDiskFile {
+            inner: OsFile { file },
+            path: path.to_owned(),
+            disk: self.clone(),
+        }))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        OsStorage.sync_dir(dir)
+    }
+
+    fn set_read_only(&self, path: &Path) -> io::Result<()> {
+        OsStorage.set_read_only(path)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)?;
+        self.state.sizes.lock().remove(path);
+        Ok(())
+    }
+
+    fn reserve(&self, path: &Path, bytes: u64) -> io::Result<()> {
+        let mut sizes = self.state.sizes.lock();
+        let have = sizes.get(path).copied().unwrap_or(0);
+        let more = bytes.saturating_sub(have);
+        if self.room(&sizes, more) < more {
+            return Err(self.no_space());
+        }
+        reserve_file(path, bytes)?;
+        sizes.insert(path.to_owned(), have.max(bytes));
+        Ok(())
+    }
+}
+
+impl WriteFile for SmallDiskFile {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        let mut sizes = self.disk.state.sizes.lock();
+        let fits = usize::try_from(self.disk.room(&sizes, buf.len() as u64)).unwrap_or(0);
+        self.inner.append(&buf[..fits])?;
+        *sizes.entry(self.path.clone()).or_insert(0) += fits as u64;
+        if fits < buf.len() {
+            return Err(self.disk.no_space());
+        }
+        Ok(())
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.inner.sync_data()
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.inner.truncate(len)?;
+        self.disk.state.sizes.lock().insert(self.path.clone(), len);
         Ok(())
     }
 }

@@ -15,7 +15,9 @@ use crate::format::{
 };
 use crate::retention::{self, PRUNE_RECORD_TYPE, Pin, PruneRecord, Retention};
 use crate::scan::{self, ChainPoint, Tail};
-use crate::segment::{self, HeaderState, LOCK_FILE_NAME, SegmentEntry, SegmentFile};
+use crate::segment::{
+    self, HeaderState, LOCK_FILE_NAME, RESERVE_FILE_NAME, SegmentEntry, SegmentFile,
+};
 use crate::storage::{OsStorage, Storage, WriteFile};
 use crate::structure;
 use crate::{Record, RecordType, Seq};
@@ -56,6 +58,7 @@ pub struct LogOptions {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) retention: Retention,
     pub(crate) compression: Compression,
+    pub(crate) disk_reserve_bytes: u64,
 }
 
 impl Default for LogOptions {
@@ -73,6 +76,7 @@ impl Default for LogOptions {
             verify_on_open: false,
             storage: Arc::new(OsStorage),
             compression: Compression::Off,
+            disk_reserve_bytes: 2 << 20,
         }
     }
 }
@@ -187,6 +191,17 @@ impl LogOptions {
         }
     }
 
+    /// Bytes of disk a log with a disk budget keeps allocated to its reserve file
+    /// (`.reserve`, default 2 MiB; 0: none). When a write fails because the disk is
+    /// full, the reserve is given back so that the write and a prune record fit; the
+    /// pruning then frees room, and the reserve is taken again. A failed write larger
+    /// than the reserve ends in [`Error::DiskFull`]. A log without a budget has no
+    /// reserve.
+    pub fn disk_reserve_bytes(mut self, bytes: u64) -> Self {
+        self.disk_reserve_bytes = bytes;
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(Error::InvalidOptions { reason });
         if let Err(reason) = self.compression.validate() {
@@ -264,6 +279,8 @@ struct Active {
     first_seq: u64,
     /// Bytes of the file handed to the OS.
     written_len: u64,
+    /// Bytes of the file made durable by the last fsync.
+    synced_len: u64,
     /// Start of the bytes written but not yet handed to `start_writeback`.
     writeback_from: u64,
     record_count: u64,
@@ -291,6 +308,7 @@ impl Active {
             file,
             first_seq,
             written_len: 0,
+            synced_len: 0,
             writeback_from: 0,
             record_count: 0,
             block_count: 0,
@@ -341,6 +359,13 @@ pub struct Log {
     pruned: Vec<(Seq, PruneRecord)>,
     /// Compresses finished blocks, when compression is on.
     compressor: Option<Compressor>,
+    /// The disk reserve's path, for a log with a disk budget and a reserve.
+    reserve: Option<PathBuf>,
+    /// Whether the reserve is allocated now.
+    reserved: bool,
+    /// Whether a pruning's record waits in the buffer: a full disk then gives back the
+    /// reserve for it rather than start another pruning.
+    pruning: bool,
 }
 
 impl Log {
@@ -453,6 +478,7 @@ impl Log {
                     file,
                     first_seq: last.first_seq,
                     written_len: last.data_end,
+                    synced_len: last.data_end,
                     writeback_from: last.data_end,
                     record_count: last.record_count,
                     block_count: last.blocks.len() as u64,
@@ -512,7 +538,14 @@ impl Log {
             pruning_finished,
         };
         let lock_path = dir.join(LOCK_FILE_NAME);
-        let log = Log {
+        let reserve_path = dir.join(RESERVE_FILE_NAME);
+        let reserve = (opts.retention.is_bounded() && opts.disk_reserve_bytes > 0)
+            .then(|| reserve_path.clone());
+        if reserve.is_none() && fs::symlink_metadata(&reserve_path).is_ok() {
+            // A reserve left by a run with a budget: this run has no use for it.
+            let _ = storage.remove_file(&reserve_path);
+        }
+        let mut log = Log {
             dir,
             chainer,
             key_id: key_id.unwrap_or([0; 32]),
@@ -534,7 +567,13 @@ impl Log {
             pruned: Vec::new(),
             compressor: Compressor::new(opts.compression),
             opts,
+            reserve,
+            reserved: false,
+            pruning: false,
         };
+        // On a full disk the log still opens, without its reserve (the next seal takes
+        // it).
+        let _ = log.refill_reserve();
         Ok((log, recovery))
     }
 
@@ -675,21 +714,140 @@ impl Log {
             .get(plan.remove)
             .map_or(active_prev_link, |s| s.prev_link);
         let record = retention::record_for(removed, &plan, cut_link);
-        let seq = self.push_frame(&Record::new(PRUNE_RECORD_TYPE, ts, &record.encode()))?;
-        // IMPORTANT: the prune record is durable before the first segment goes, and
-        // segments go oldest first: a crash in between leaves a log whose first segment
-        // the record explains, and the next open finishes the removal.
-        self.write_out()?;
-        self.sync_active()?;
         let paths: Vec<PathBuf> = removed.iter().map(|s| s.path.clone()).collect();
-        if let Err(e) = retention::remove_segments(&self.dir, &*self.opts.storage, &paths) {
+        // A full disk met while this record waits gives back the reserve for it, and
+        // starts no pruning of its own (which would remove these same segments).
+        self.pruning = true;
+        let written = self
+            .push_frame(&Record::new(PRUNE_RECORD_TYPE, ts, &record.encode()))
+            .and_then(|seq| {
+                // IMPORTANT: the prune record is durable before the first segment goes,
+                // and segments go oldest first: a crash in between leaves a log whose
+                // first segment the record explains, and the next open finishes the
+                // removal.
+                self.write_out()?;
+                self.sync_active()?;
+                Ok(seq)
+            });
+        self.pruning = false;
+        let seq = written?;
+        self.remove_pruned(seq, record, &paths, &plan.evicted)?;
+        // Taken again now that there is room.
+        let _ = self.refill_reserve();
+        Ok(Some(seq))
+    }
+
+    /// Removes the segments a durable prune record names, oldest first, and notes the
+    /// pruning.
+    fn remove_pruned(
+        &mut self,
+        seq: Seq,
+        record: PruneRecord,
+        paths: &[PathBuf],
+        evicted: &[u64],
+    ) -> Result<()> {
+        if let Err(e) = retention::remove_segments(&self.dir, &*self.opts.storage, paths) {
             self.poisoned = Some(Arc::new(io::Error::other(e.to_string())));
             return Err(e);
         }
-        self.segments -= plan.remove;
-        self.pins.retain(|p| !plan.evicted.contains(&p.id));
-        self.pruned.push((Seq(seq.0), record));
-        Ok(Some(seq))
+        self.segments -= paths.len();
+        self.pins.retain(|p| !evicted.contains(&p.id));
+        self.pruned.push((seq, record));
+        Ok(())
+    }
+
+    /// Allocates the disk reserve if the log has one and it is not allocated; returns
+    /// why it could not be. On a full disk it stays unallocated until a pruning frees
+    /// room.
+    fn refill_reserve(&mut self) -> Option<io::Error> {
+        let path = self.reserve.as_ref().filter(|_| !self.reserved)?;
+        match self
+            .opts
+            .storage
+            .reserve(path, self.opts.disk_reserve_bytes)
+        {
+            Ok(()) => {
+                self.reserved = true;
+                None
+            }
+            Err(e) => Some(e),
+        }
+    }
+
+    /// After a seal: takes the reserve again if it was given back, and when the disk has
+    /// no room for it, prunes for room first (as a write that found no room does).
+    fn keep_reserve(&mut self) -> Result<()> {
+        match self.refill_reserve() {
+            Some(e) if is_disk_full(&e) => {
+                if self.prune_for_room(self.opts.disk_reserve_bytes, &e)? {
+                    let _ = self.refill_reserve();
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Gives the disk reserve back, so that what a full disk refused can be written.
+    fn release_reserve(&mut self) {
+        if let Some(path) = &self.reserve
+            && std::mem::take(&mut self.reserved)
+        {
+            // Failing to remove it leaves less room: the retry that follows says so.
+            let _ = self.opts.storage.remove_file(path);
+        }
+    }
+
+    /// After a write the disk refused for want of room, with the file cut back to
+    /// `written_len`: when the log has a disk budget, plans the removal of the oldest
+    /// unpinned sealed segments (enough for `needed` bytes), gives back the reserve,
+    /// appends the prune record after what the buffer holds, writes and syncs it all
+    /// and removes the segments. `Ok(false)` when there is nothing to remove.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DiskFull`] when even the buffer and the prune record do not fit (nothing
+    /// is removed then), and the errors of a pruning; all of them poison.
+    fn prune_for_room(&mut self, needed: u64, first: &io::Error) -> Result<bool> {
+        if !self.opts.retention.is_bounded() || self.pruning || self.next_seq == u64::MAX {
+            return Ok(false);
+        }
+        let key_id = self.opts.key.as_ref().map(|_| self.key_id);
+        let (sealed, active_prev_link) = match retention::sealed_segments(&self.dir, key_id) {
+            Ok(found) => found,
+            Err(e) => {
+                self.poisoned = Some(Arc::new(io::Error::new(first.kind(), e.to_string())));
+                return Err(e);
+            }
+        };
+        let plan = retention::plan_disk_full(&sealed, &self.pins, needed);
+        if plan.remove == 0 {
+            return Ok(false);
+        }
+        let removed = &sealed[..plan.remove];
+        let cut_link = sealed
+            .get(plan.remove)
+            .map_or(active_prev_link, |s| s.prev_link);
+        let record = retention::record_for(removed, &plan, cut_link);
+        let paths: Vec<PathBuf> = removed.iter().map(|s| s.path.clone()).collect();
+        let unwritten = self.buf.len() as u64;
+        self.release_reserve();
+        let seq = self.encode_frame(&Record::new(
+            PRUNE_RECORD_TYPE,
+            self.last_ts,
+            &record.encode(),
+        ));
+        self.finish_block();
+        // IMPORTANT: if even the prune record cannot be written, nothing is removed.
+        if let Err(e) = self.active.file.append(&self.buf) {
+            let _ = self.active.file.truncate(self.active.written_len);
+            return Err(self.disk_full(e, unwritten, NOT_WRITTEN));
+        }
+        self.wrote_buf();
+        // IMPORTANT: durable before the first segment goes, as in every pruning.
+        self.sync_active()?;
+        self.remove_pruned(seq, record, &paths, &plan.evicted)?;
+        Ok(true)
     }
 
     /// The largest payload this log accepts, in bytes.
@@ -810,10 +968,12 @@ impl Log {
     /// seqs would run past the largest one: a log recovered from a crafted footer could
     /// otherwise wrap its seqs around.
     fn check_seq_space(&self, n: usize) -> Result<()> {
-        // Per record: itself, and the preamble (and a prune record, with a budget) of a
-        // segment it starts.
+        // Per record: itself, and the preamble of a segment it starts; with a budget,
+        // the prune records it may bring: the budget's at a seal, and on a full disk
+        // one before the seal's footer, one for the reserve after it, and one after
+        // the write that holds the record.
         let per_record =
-            1 + self.preamble.len() as u64 + u64::from(self.opts.retention.is_bounded());
+            1 + self.preamble.len() as u64 + 4 * u64::from(self.opts.retention.is_bounded());
         let needed = (n as u64).saturating_mul(per_record);
         if self.next_seq.checked_add(needed).is_none() {
             return Err(Error::SeqSpaceExhausted {
@@ -874,14 +1034,27 @@ impl Log {
                     (self.active.written_len + self.buf.len() as u64).saturating_sub(start);
                 if self.opts.retention.is_bounded() {
                     self.prune_at(r.ts_ns)?;
+                    self.keep_reserve()?;
                 }
             }
         }
         self.push_frame(r)
     }
 
-    /// Encodes one record into the open block, cutting the block as needed.
+    /// Encodes one record into the open block, cutting the block as needed, and in
+    /// `Buffered` mode writes the buffer out when it is full.
     fn push_frame(&mut self, r: &Record<'_>) -> Result<Seq> {
+        let seq = self.encode_frame(r);
+        if self.opts.durability == Durability::Buffered
+            && self.buf.len() >= self.opts.write_buffer_bytes
+        {
+            self.write_out()?;
+        }
+        Ok(seq)
+    }
+
+    /// Encodes one record into the open block, cutting the block as needed.
+    fn encode_frame(&mut self, r: &Record<'_>) -> Seq {
         let frame_len = format::frame_len(r.payload.len());
         if let Some(b) = &self.open_block {
             let frames_len = self.buf.len() - b.start - BLOCK_HEADER_LEN;
@@ -937,12 +1110,7 @@ impl Log {
         a.record_count += 1;
         a.first_ts.get_or_insert(r.ts_ns);
         bump(&mut a.type_counts, r.record_type.0, 1);
-        if self.opts.durability == Durability::Buffered
-            && self.buf.len() >= self.opts.write_buffer_bytes
-        {
-            self.write_out()?;
-        }
-        Ok(Seq(seq))
+        Seq(seq)
     }
 
     /// Closes the open block: compresses its frames when that saves enough, computes
@@ -1019,8 +1187,62 @@ impl Log {
         // lock writes nothing a second writer could be writing too.
         self.check_lock()?;
         if let Err(e) = self.active.file.append(&self.buf) {
+            if is_disk_full(&e) {
+                return self.write_on_full_disk(e);
+            }
             return Err(self.poison("write segment", e));
         }
+        self.wrote_buf();
+        Ok(())
+    }
+
+    /// A write of the buffer that the disk refused for want of room (`first`).
+    ///
+    /// What of it reached the file is cut: the blocks are written again whole, where
+    /// they belong, or not at all, and nothing the file does not hold is acknowledged.
+    /// Then room is made, and the write tried once more: for a pruning under way, the
+    /// reserve is given back for its record; otherwise, with a disk budget, the oldest
+    /// unpinned sealed segments go (on the record). Without either, or when the retry
+    /// fails, [`Error::DiskFull`], and the log is poisoned.
+    fn write_on_full_disk(&mut self, first: io::Error) -> Result<()> {
+        let unwritten = self.buf.len() as u64;
+        if self.active.file.truncate(self.active.written_len).is_err() {
+            return Err(self.disk_full(first, unwritten, NOT_WRITTEN));
+        }
+        if self.pruning {
+            self.release_reserve();
+            if let Err(e) = self.active.file.append(&self.buf) {
+                let _ = self.active.file.truncate(self.active.written_len);
+                return Err(self.disk_full(e, unwritten, NOT_WRITTEN));
+            }
+            self.wrote_buf();
+            return Ok(());
+        }
+        let needed = unwritten.saturating_add(self.opts.disk_reserve_bytes);
+        if self.prune_for_room(needed, &first)? {
+            let _ = self.refill_reserve();
+            return Ok(());
+        }
+        Err(self.disk_full(first, unwritten, NOT_WRITTEN))
+    }
+
+    /// Poisons the writer with a full disk, and returns the error that says so.
+    fn disk_full(&mut self, source: io::Error, bytes: u64, what: &'static str) -> Error {
+        let err = Error::DiskFull {
+            dir: self.dir.clone(),
+            bytes,
+            what,
+            source,
+        };
+        self.poisoned = Some(Arc::new(io::Error::new(
+            io::ErrorKind::StorageFull,
+            err.to_string(),
+        )));
+        err
+    }
+
+    /// Accounts for the buffer once it reached the file, and empties it.
+    fn wrote_buf(&mut self) {
         self.active.written_len += self.buf.len() as u64;
         // Writeback is started a write buffer at a time: a hint per small flush-mode
         // batch would cost a system call per batch for nothing.
@@ -1040,13 +1262,18 @@ impl Log {
                 link: self.last_link,
             });
         }
-        Ok(())
     }
 
     fn sync_active(&mut self) -> Result<()> {
         if let Err(e) = self.active.file.sync_data() {
+            // Never retried: the kernel may have dropped what it could not write.
+            if is_disk_full(&e) {
+                let bytes = self.active.written_len - self.active.synced_len;
+                return Err(self.disk_full(e, bytes, NOT_SYNCED));
+            }
             return Err(self.poison("fsync segment", e));
         }
+        self.active.synced_len = self.active.written_len;
         self.durable_seq = self.written.map(|d| d.seq);
         Ok(())
     }
@@ -1073,8 +1300,76 @@ impl Log {
     /// Seals the active segment and starts the next one.
     fn roll(&mut self) -> Result<()> {
         self.write_out()?;
+        // IMPORTANT: the footer is fsynced and the file made read-only before the next
+        // segment exists, so a segment followed by another is always completely sealed.
+        let footer = self.footer().encode();
+        if let Err(e) = self.active.file.append(&footer) {
+            if !is_disk_full(&e) {
+                return Err(self.poison("write footer of", e));
+            }
+            // The part written is cut; a pruning on the full disk puts its record
+            // before the footer, which is then built again and written once more.
+            let bytes = footer.len() as u64;
+            if self.active.file.truncate(self.active.written_len).is_err()
+                || !self.prune_for_room(bytes.saturating_add(self.opts.disk_reserve_bytes), &e)?
+            {
+                return Err(self.disk_full(e, bytes, FOOTER_NOT_WRITTEN));
+            }
+            let footer = self.footer().encode();
+            if let Err(e) = self.active.file.append(&footer) {
+                let _ = self.active.file.truncate(self.active.written_len);
+                return Err(self.disk_full(e, footer.len() as u64, FOOTER_NOT_WRITTEN));
+            }
+            let _ = self.refill_reserve();
+        }
+        self.sync_active()?;
+        let sealed = self.active.path.clone();
+        if let Err(e) = self.opts.storage.set_read_only(&sealed) {
+            return Err(self.poison("make read-only", e));
+        }
+        let point = ChainPoint {
+            next_seq: self.next_seq,
+            last_ts: self.last_ts,
+            link: self.last_link,
+        };
+        let key_id = self.opts.key.as_ref().map(|_| self.key_id);
+        let mut created = create_segment(&self.dir, &*self.opts.storage, &point, key_id);
+        if let Err(Error::Io { source, .. }) = &created
+            && is_disk_full(source)
+            && self.reserved
+        {
+            // The new segment's header did not fit: the file goes (the log then ends
+            // at the segment just sealed, as after a crash between a seal and the next
+            // segment), the reserve is given back for it, and it is tried once more.
+            // The seal's pruning takes the reserve again (`keep_reserve`).
+            let new_path = self.dir.join(format::segment_file_name(point.next_seq));
+            if self.opts.storage.remove_file(&new_path).is_ok()
+                && self.opts.storage.sync_dir(&self.dir).is_ok()
+            {
+                self.release_reserve();
+                created = create_segment(&self.dir, &*self.opts.storage, &point, key_id);
+            }
+        }
+        match created {
+            Ok(active) => {
+                self.active = active;
+                self.segments += 1;
+                Ok(())
+            }
+            Err(Error::Io { source, .. }) if is_disk_full(&source) => {
+                Err(self.disk_full(source, SEGMENT_HEADER_LEN as u64, HEADER_NOT_WRITTEN))
+            }
+            Err(e) => {
+                self.poisoned = Some(Arc::new(io::Error::other(e.to_string())));
+                Err(e)
+            }
+        }
+    }
+
+    /// The active segment's footer, as it would seal it now.
+    fn footer(&self) -> Footer {
         let a = &self.active;
-        let footer = Footer {
+        let mut footer = Footer {
             record_count: a.record_count,
             block_count: a.block_count,
             first_seq: a.first_seq,
@@ -1090,39 +1385,23 @@ impl Log {
                 .map(|(t, n)| (u16::try_from(t).unwrap_or(u16::MAX), *n))
                 .collect(),
             index: a.index.clone(),
-            tags: std::mem::take(&mut self.active.tags),
+            tags: a.tags.clone(),
             tag_mac: [0; 32],
         };
-        let mut footer = footer;
         footer.tag_mac = self.chainer.tag_mac(&footer.tag_mac_message());
-        // IMPORTANT: the footer is fsynced and the file made read-only before the next
-        // segment exists, so a segment followed by another is always completely sealed.
-        if let Err(e) = self.active.file.append(&footer.encode()) {
-            return Err(self.poison("write footer of", e));
-        }
-        self.sync_active()?;
-        let sealed = self.active.path.clone();
-        if let Err(e) = self.opts.storage.set_read_only(&sealed) {
-            return Err(self.poison("make read-only", e));
-        }
-        let point = ChainPoint {
-            next_seq: self.next_seq,
-            last_ts: self.last_ts,
-            link: self.last_link,
-        };
-        let key_id = self.opts.key.as_ref().map(|_| self.key_id);
-        match create_segment(&self.dir, &*self.opts.storage, &point, key_id) {
-            Ok(active) => {
-                self.active = active;
-                self.segments += 1;
-                Ok(())
-            }
-            Err(e) => {
-                self.poisoned = Some(Arc::new(io::Error::other(e.to_string())));
-                Err(e)
-            }
-        }
+        footer
     }
+}
+
+/// What a full disk kept from being written, for [`Error::DiskFull`].
+const NOT_WRITTEN: &str = "records could not be written";
+const NOT_SYNCED: &str = "records written since the last fsync could not be made durable";
+const FOOTER_NOT_WRITTEN: &str = "a segment's footer could not be written";
+const HEADER_NOT_WRITTEN: &str = "a new segment's header could not be written";
+
+/// Whether a write or fsync failed because the disk is full.
+fn is_disk_full(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull || e.raw_os_error() == Some(libc::ENOSPC)
 }
 
 impl Drop for Log {
@@ -1195,6 +1474,7 @@ fn write_segment_header(
         .sync_dir(dir)
         .map_err(|e| Error::io("fsync log directory", dir, e))?;
     active.written_len = SEGMENT_HEADER_LEN as u64;
+    active.synced_len = active.written_len;
     Ok(())
 }
 

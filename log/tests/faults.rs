@@ -80,8 +80,9 @@ fn short_write_then_enospc_poisons_and_loses_nothing_durable() {
         let (mut log, _) = Log::open(dir.path(), opts(&storage, Durability::Sync)).unwrap();
         storage.arm(Fault::ShortWriteThenNoSpace { written_bytes: 50 }, after);
         let (acked, err) = append_until_error(&mut log, 0);
+        // ENOSPC is a full disk: said as such, with the OS's error as its source.
         match &err {
-            Error::Io { source, .. } => assert_eq!(source.raw_os_error(), Some(28)),
+            Error::DiskFull { source, .. } => assert_eq!(source.raw_os_error(), Some(28)),
             other => panic!("expected ENOSPC, got {other}"),
         }
         assert!(storage.fired());

@@ -264,6 +264,9 @@ fn prune_fields(o: &mut Map<String, Value>, p: &blackbox::log::PruneRecord) {
     if p.reasons & blackbox::log::retention::REASON_PINNED_CAP != 0 {
         why.push("pinned_max_bytes");
     }
+    if p.reasons & blackbox::log::retention::REASON_DISK_FULL != 0 {
+        why.push("disk_full");
+    }
     o.insert("reasons".into(), why.into());
     o.insert("cut_link".into(), hex(&p.cut_link).into());
     o.insert("segments".into(), p.segments.len().into());

@@ -1,8 +1,9 @@
 //! Private temporary directories for the knowledge-base views that reads build.
 //!
-//! They live in one directory per user, `$TMPDIR/blackbox-UID/` (mode 0700, owned by
-//! the user, never a symbolic link), so nobody else can list or read them whatever the
-//! umask. Each is named `view-PID-…` after the process that made it and removed when
+//! They live in one directory per user, `ROOT/blackbox-UID/` (mode 0700, owned by the
+//! user, never a symbolic link), so nobody else can list or read them whatever the
+//! umask; ROOT is `$TMPDIR` when set, else `/dev/shm` for a view of at most 64 MiB, else
+//! the system's temporary directory ([`view_dir`]). Each is named `view-PID-…` after the process that made it and removed when
 //! that process drops it; one a killed process left behind is removed by the next
 //! reader, which finds its process gone.
 
@@ -12,13 +13,36 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// The per-user base directory: created 0700 if absent; refused if it is not a
-/// directory of this user's (a symlink planted by another user, say); tightened to 0700
-/// if its mode lets anyone else in.
-fn base_dir() -> Result<PathBuf> {
+/// Views up to this many bytes go to memory ([`root`]).
+pub const IN_MEMORY_MAX_BYTES: u64 = 64 << 20;
+
+/// Where the per-user directory goes for a view of about `bytes`: `$TMPDIR` when it is
+/// set (the user chose); otherwise `/dev/shm` (a tmpfs on Linux) when it exists and the
+/// view is at most [`IN_MEMORY_MAX_BYTES`], because opening a view creates, syncs and
+/// removes dozens of files, which costs far more on a disk than in memory; otherwise the
+/// system's temporary directory.
+fn root(bytes: u64) -> PathBuf {
+    root_among(
+        std::env::var_os("TMPDIR").is_some(),
+        Path::new("/dev/shm"),
+        bytes,
+    )
+    .unwrap_or_else(std::env::temp_dir)
+}
+
+/// [`root`]'s choice: `Some(shm)` when memory is chosen, `None` for the temporary
+/// directory.
+fn root_among(tmpdir_set: bool, shm: &Path, bytes: u64) -> Option<PathBuf> {
+    (!tmpdir_set && bytes <= IN_MEMORY_MAX_BYTES && shm.is_dir()).then(|| shm.to_owned())
+}
+
+/// The per-user base directory under `root`: created 0700 if absent; refused if it is
+/// not a directory of this user's (a symlink planted by another user, say); tightened
+/// to 0700 if its mode lets anyone else in.
+fn base_dir(root: &Path) -> Result<PathBuf> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let base = std::env::temp_dir().join(format!("blackbox-{uid}"));
+    let base = root.join(format!("blackbox-{uid}"));
     let io = |op: &'static str, source: std::io::Error| Error::Io {
         op,
         path: base.clone(),
@@ -76,15 +100,15 @@ fn alive(pid: libc::pid_t) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// A new private temporary directory for a view (see the module documentation),
-/// removed when dropped.
+/// A new private temporary directory for a view of about `bytes` (see the module
+/// documentation and [`root`]), removed when dropped.
 ///
 /// # Errors
 ///
 /// [`Error::Io`] when the per-user directory cannot be created or is not safe to use,
 /// or the directory cannot be made.
-pub fn view_dir() -> Result<tempfile::TempDir> {
-    let base = base_dir()?;
+pub fn view_dir(bytes: u64) -> Result<tempfile::TempDir> {
+    let base = base_dir(&root(bytes))?;
     clean(&base);
     tempfile::Builder::new()
         .prefix(&format!("view-{}-", std::process::id()))
@@ -95,4 +119,22 @@ pub fn view_dir() -> Result<tempfile::TempDir> {
             path: base,
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_is_chosen_only_for_a_small_view_when_tmpdir_is_unset_and_it_exists() {
+        let shm = tempfile::tempdir().expect("a directory");
+        let there = Some(shm.path().to_owned());
+        assert_eq!(root_among(false, shm.path(), 0), there);
+        assert_eq!(root_among(false, shm.path(), 64 << 20), there);
+        assert_eq!(root_among(false, shm.path(), (64 << 20) + 1), None);
+        assert_eq!(root_among(false, shm.path(), u64::MAX), None);
+        assert_eq!(root_among(true, shm.path(), 0), None, "TMPDIR wins");
+        let missing = shm.path().join("absent");
+        assert_eq!(root_among(false, &missing, 0), None);
+    }
 }

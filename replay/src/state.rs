@@ -43,7 +43,7 @@ pub struct State {
 }
 
 /// A knowledge-base view built from a log's commit records in a private temporary
-/// directory (`$TMPDIR/blackbox-UID/view-PID-…`, mode 0700), removed when dropped; one
+/// directory (`ROOT/blackbox-UID/view-PID-…`, mode 0700; ROOT as `private_temp` chooses it), removed when dropped; one
 /// a killed process left behind is removed by the next reader. Readers use it so that they never touch the view a running
 /// recorder owns (`DIR/kb/`), and need no writer lock.
 #[derive(Debug)]
@@ -81,7 +81,8 @@ pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
     if let Some(view) = seeded_view(dir, key.clone()) {
         return Ok(view);
     }
-    let temp = crate::private_temp::view_dir()?;
+    // A view rebuilt from the log is of a size not known before: on the disk.
+    let temp = crate::private_temp::view_dir(u64::MAX)?;
     let view = View::open(temp.path())?;
     view.catch_up(dir, key, None)?;
     Ok(TempView { view, _dir: temp })
@@ -105,8 +106,9 @@ fn seeded_view(dir: &Path, key: Option<ChainKey>) -> Option<TempView> {
     }
     // A copy is used only if no file of the view changed while it was taken (a
     // recorder committing meanwhile): a few tries, then the rebuild.
+    let bytes = held_bytes(&source).ok()?;
     let temp = (0..3).find_map(|_| {
-        let temp = crate::private_temp::view_dir().ok()?;
+        let temp = crate::private_temp::view_dir(bytes).ok()?;
         copy_unchanged(&source, temp.path(), || {})
             .ok()?
             .then_some(temp)
@@ -118,6 +120,23 @@ fn seeded_view(dir: &Path, key: Option<ChainKey>) -> Option<TempView> {
 
 /// Every file and directory under `dir` with its length and modification time.
 type Listing = Vec<(std::path::PathBuf, u64, Option<std::time::SystemTime>)>;
+
+/// The bytes the disk holds for the files under `dir` (less than their lengths where
+/// they have holes, as fjall's journal does): what a copy of it takes.
+fn held_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0u64;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total = total.saturating_add(if meta.is_dir() {
+            held_bytes(&entry.path())?
+        } else {
+            meta.blocks().saturating_mul(512)
+        });
+    }
+    Ok(total)
+}
 
 fn listing(dir: &Path, out: &mut Listing) -> std::io::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<std::io::Result<_>>()?;

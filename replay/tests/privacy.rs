@@ -210,3 +210,45 @@ fn a_reader_killed_mid_read_leaves_nothing_readable_and_the_next_reader_cleans_i
     assert!(!views[0].exists(), "the next reader cleaned it");
     assert_eq!(fs::read_dir(&base).unwrap().count(), 0);
 }
+
+#[test]
+fn without_tmpdir_the_in_memory_base_is_private_and_the_view_is_removed() {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("skipped: this system has no /dev/shm");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let recorder = Recorder::open(&dir, Config::new()).unwrap();
+    let seen = recorder.record_evidence(&Event::new("a.b")).unwrap();
+    let kb = recorder.kb().unwrap();
+    kb.assert(
+        "k",
+        json!(1),
+        0.5,
+        &Default::default(),
+        Provenance::new([seen]),
+    )
+    .unwrap();
+    recorder.close().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_blackbox"))
+        .args(["kb", "get", "k", "--dir", s(&dir)])
+        .env_remove("TMPDIR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    ok(&out);
+    let base = shm.join(format!("blackbox-{}", uid()));
+    assert!(base.is_dir(), "the view was made under {}", base.display());
+    assert_eq!(not_private(&base), Vec::new());
+    let left: Vec<_> = fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("view-{pid}-")))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "the reader removed its view");
+}

@@ -104,7 +104,7 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<()> {
     let blackbox = match &args.blackbox {
         Some(path) => path.clone(),
-        None => build_blackbox()?,
+        None => blackbox_benches::build_blackbox()?,
     };
     let parent = tempfile::Builder::new()
         .prefix("long-run-")
@@ -192,33 +192,6 @@ fn seconds(s: f64) -> String {
     } else {
         format!("{s:.2} s")
     }
-}
-
-/// Builds the release `blackbox` binary next to this one and returns its path.
-fn build_blackbox() -> Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "blackbox-replay",
-            "--bin",
-            "blackbox",
-        ])
-        .status()?;
-    if !status.success() {
-        return Err(format!("building the blackbox binary failed: {status}").into());
-    }
-    let exe = std::env::current_exe()?;
-    let path = exe
-        .parent()
-        .ok_or("this binary has no directory")?
-        .join("blackbox");
-    if !path.is_file() {
-        return Err(format!("no blackbox binary at {}", path.display()).into());
-    }
-    Ok(path)
 }
 
 /// Writes the log; returns the clock's reading after the last event.

@@ -59,7 +59,12 @@ impl Writer {
     /// readers learn of a watermark from these records), after naming every kind
     /// still pending (drop-tier kinds never reach the writer otherwise). The segment
     /// preamble's snapshot becomes the whole of these totals before the record is
-    /// appended, so a segment that opens from then on starts from them.
+    /// appended, so a segment that opens from then on starts from them. Once
+    /// [`ACCOUNTING_SNAPSHOT_EVERY_NS`](super::ACCOUNTING_SNAPSHOT_EVERY_NS) has passed
+    /// since the last one, and the log has grown by
+    /// [`ACCOUNTING_SNAPSHOT_RECORDS_PER_KIND`](super::ACCOUNTING_SNAPSHOT_RECORDS_PER_KIND)
+    /// records per kind it lists, that snapshot is also written right after the
+    /// record: a fold up to any time then starts within about a minute of it.
     pub(super) fn emit_accounting(&mut self, at: u64, always: bool) -> Result<()> {
         let totals = self.totals();
         let changed: Vec<(u32, Counters)> = nonzero(&totals)
@@ -81,11 +86,19 @@ impl Writer {
         }
         // Everything queued before the record goes first, under the snapshot before it.
         self.flush_out()?;
-        self.preamble_accounting = Some(codec::encode_to_vec(&AccountingRecord {
+        let kinds = nonzero(&totals);
+        let snapshot_due = at >= self.next_accounting_snapshot_ns
+            && self
+                .log
+                .next_seq()
+                .0
+                .saturating_sub(self.accounting_snapshot_next_seq)
+                >= (kinds.len() as u64).saturating_mul(super::ACCOUNTING_SNAPSHOT_RECORDS_PER_KIND);
+        let snapshot = codec::encode_to_vec(&AccountingRecord {
             snapshot: true,
             watermark_ns: self.watermark_ns,
-            kinds: nonzero(&totals),
-        }));
+            kinds,
+        });
         self.preamble_stale = true;
         self.emit_encoded(
             codec::ACCOUNTING,
@@ -96,10 +109,19 @@ impl Writer {
                 kinds: changed,
             },
         );
+        if snapshot_due {
+            self.emit_raw(codec::ACCOUNTING, at, &snapshot);
+            self.next_accounting_snapshot_ns =
+                at.saturating_add(super::ACCOUNTING_SNAPSHOT_EVERY_NS);
+        }
+        self.preamble_accounting = Some(snapshot);
         self.flush_out()?;
         self.accounted = totals;
         self.accounted_watermark_ns = self.watermark_ns;
         self.accounted_next_seq = self.log.next_seq().0;
+        if snapshot_due {
+            self.accounting_snapshot_next_seq = self.accounted_next_seq;
+        }
         Ok(())
     }
 }

@@ -53,6 +53,14 @@ pub(crate) const CARRIED_DELTAS_MAX: usize = 256;
 /// Bytes of working-memory delta payloads written since the last checkpoint after
 /// which the writer writes a checkpoint itself (see [`CARRIED_DELTAS_MAX`]).
 pub(crate) const CARRIED_DELTA_BYTES_MAX: usize = 64 << 10;
+/// Clock time between accounting snapshots written among the records (besides the one
+/// each segment opens with): a fold of the totals up to any time then starts at most
+/// this much (plus one accounting interval) before it, however long the segment.
+pub(crate) const ACCOUNTING_SNAPSHOT_EVERY_NS: u64 = 60_000_000_000;
+/// Records written since the last snapshot among the records, per kind a snapshot
+/// lists, before another is written: a log of many kinds and few events writes them
+/// less often than every minute, so snapshots stay a small part of the log.
+pub(crate) const ACCOUNTING_SNAPSHOT_RECORDS_PER_KIND: u64 = 16;
 
 /// The writer thread's state. It alone touches the log.
 pub(crate) struct Writer {
@@ -153,6 +161,10 @@ pub(crate) struct Writer {
     /// The log's next seq after the last accounting record: a watermark that moved while
     /// nothing else was written needs no record (a reader reaches the log's end there).
     accounted_next_seq: u64,
+    /// When the next accounting snapshot is due among the records (clock ns).
+    next_accounting_snapshot_ns: u64,
+    /// The log's next seq after the last snapshot among the records.
+    accounting_snapshot_next_seq: u64,
 }
 
 /// What one batch left waiting for its end.
@@ -236,6 +248,8 @@ impl Writer {
             watermark_ns: restored.watermark_ns,
             accounted_watermark_ns: restored.watermark_ns,
             accounted_next_seq: 0,
+            next_accounting_snapshot_ns: now.saturating_add(ACCOUNTING_SNAPSHOT_EVERY_NS),
+            accounting_snapshot_next_seq: 0,
             shared,
         }
     }
