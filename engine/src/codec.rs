@@ -713,8 +713,9 @@ impl ArchivedCounters {
 
 /// Per-kind running totals. An ordinary accounting record lists the kinds whose totals
 /// changed since the log's previous accounting record (a kind it does not list keeps its
-/// totals); a snapshot (`snapshot` set: a segment preamble's, or the one a session
-/// writes into a segment that holds no record yet) lists every kind's: the fold of the
+/// totals); a snapshot (`snapshot` set: a segment preamble's, the one a session
+/// writes into a segment that holds no record yet, or the one that follows an
+/// accounting record about every minute) lists every kind's: the fold of the
 /// accounting records before it, or of those up to the one right after it when that
 /// one started its segment (folding on from the snapshot gives the same totals either
 /// way). Readers fold them with [`fold_accounting`], never by position.

@@ -121,6 +121,11 @@ pub(crate) fn read_listing(dir: &Path) -> Result<Listing> {
             }
             continue;
         }
+        if name == RESERVE_FILE_NAME {
+            // The log's own, like the lock: the writer takes it again, or refuses it if
+            // it is not a regular file, when it needs it.
+            continue;
+        }
         listing.other.get_or_insert_with(|| name.to_owned());
         if !(file_type.is_dir() || name.starts_with('.')) {
             listing.foreign.get_or_insert_with(|| name.to_owned());

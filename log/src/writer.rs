@@ -1400,8 +1400,11 @@ const FOOTER_NOT_WRITTEN: &str = "a segment's footer could not be written";
 const HEADER_NOT_WRITTEN: &str = "a new segment's header could not be written";
 
 /// Whether a write or fsync failed because the disk is full.
+/// A write refused for want of room: a full filesystem, or a full quota.
 fn is_disk_full(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::StorageFull || e.raw_os_error() == Some(libc::ENOSPC)
+    e.kind() == io::ErrorKind::StorageFull
+        || e.kind() == io::ErrorKind::QuotaExceeded
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
 }
 
 impl Drop for Log {
@@ -1780,6 +1783,22 @@ pub(crate) fn check_continuity(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_quota_is_a_full_disk_and_other_errors_are_not() {
+        for errno in [libc::ENOSPC, libc::EDQUOT] {
+            assert!(
+                is_disk_full(&io::Error::from_raw_os_error(errno)),
+                "{errno}"
+            );
+        }
+        for errno in [libc::EIO, libc::EROFS, libc::EACCES] {
+            assert!(
+                !is_disk_full(&io::Error::from_raw_os_error(errno)),
+                "{errno}"
+            );
+        }
+    }
 
     #[derive(Debug)]
     struct NullFile;

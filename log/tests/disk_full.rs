@@ -516,3 +516,24 @@ fn a_full_disk_at_a_new_segments_header_gives_back_the_reserve_and_prunes_for_it
         .collect();
     assert_eq!(read, kept);
 }
+
+#[test]
+fn a_directory_left_with_only_the_lock_and_the_reserve_opens() {
+    // Segments removed by hand to free a full disk left LOCK and .reserve behind; the
+    // reserve made the directory look foreign to the writer.
+    let dir = tempfile::tempdir().unwrap();
+    let budget = Retention {
+        max_bytes: Some(1 << 20),
+        max_age_ns: None,
+        pinned_max_bytes: 0,
+    };
+    let (mut log, _) = Log::open(dir.path(), LogOptions::new().retention(budget)).unwrap();
+    log.append(Record::new(RecordType(1), 1, b"x")).unwrap();
+    log.close().unwrap();
+    assert!(dir.path().join(blackbox_log::RESERVE_FILE_NAME).is_file());
+    for s in blackbox_log::list_segments(dir.path()).unwrap() {
+        std::fs::remove_file(s.path).unwrap();
+    }
+    let (log, _) = Log::open(dir.path(), LogOptions::new().retention(budget)).unwrap();
+    assert_eq!(log.next_seq(), Seq(0));
+}

@@ -22,18 +22,38 @@ pub const IN_MEMORY_MAX_BYTES: u64 = 64 << 20;
 /// removes dozens of files, which costs far more on a disk than in memory; otherwise the
 /// system's temporary directory.
 fn root(bytes: u64) -> PathBuf {
+    let shm = Path::new("/dev/shm");
     root_among(
         std::env::var_os("TMPDIR").is_some(),
-        Path::new("/dev/shm"),
+        shm,
         bytes,
+        free_bytes(shm),
     )
     .unwrap_or_else(std::env::temp_dir)
 }
 
-/// [`root`]'s choice: `Some(shm)` when memory is chosen, `None` for the temporary
+/// [`root`]'s choice: `Some(shm)` when memory is chosen (it has at least twice the
+/// view's bytes free: the view grows as it catches up), `None` for the temporary
 /// directory.
-fn root_among(tmpdir_set: bool, shm: &Path, bytes: u64) -> Option<PathBuf> {
-    (!tmpdir_set && bytes <= IN_MEMORY_MAX_BYTES && shm.is_dir()).then(|| shm.to_owned())
+fn root_among(tmpdir_set: bool, shm: &Path, bytes: u64, free: u64) -> Option<PathBuf> {
+    (!tmpdir_set && bytes <= IN_MEMORY_MAX_BYTES && bytes.saturating_mul(2) <= free && shm.is_dir())
+        .then(|| shm.to_owned())
+}
+
+/// Bytes free for an unprivileged user on the filesystem holding `path` (0 when
+/// unknown).
+fn free_bytes(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: statvfs writes only into the zeroed struct it is given; the path is a
+    // NUL-terminated string that outlives the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &raw mut st) } != 0 {
+        return 0;
+    }
+    st.f_bavail.saturating_mul(st.f_frsize)
 }
 
 /// The per-user base directory under `root`: created 0700 if absent; refused if it is
@@ -129,12 +149,16 @@ mod tests {
     fn memory_is_chosen_only_for_a_small_view_when_tmpdir_is_unset_and_it_exists() {
         let shm = tempfile::tempdir().expect("a directory");
         let there = Some(shm.path().to_owned());
-        assert_eq!(root_among(false, shm.path(), 0), there);
-        assert_eq!(root_among(false, shm.path(), 64 << 20), there);
-        assert_eq!(root_among(false, shm.path(), (64 << 20) + 1), None);
-        assert_eq!(root_among(false, shm.path(), u64::MAX), None);
-        assert_eq!(root_among(true, shm.path(), 0), None, "TMPDIR wins");
+        let free = 1 << 30;
+        assert_eq!(root_among(false, shm.path(), 0, free), there);
+        assert_eq!(root_among(false, shm.path(), 64 << 20, free), there);
+        assert_eq!(root_among(false, shm.path(), (64 << 20) + 1, free), None);
+        assert_eq!(root_among(false, shm.path(), u64::MAX, free), None);
+        assert_eq!(root_among(true, shm.path(), 0, free), None, "TMPDIR wins");
         let missing = shm.path().join("absent");
-        assert_eq!(root_among(false, &missing, 0), None);
+        assert_eq!(root_among(false, &missing, 0, free), None);
+        // Twice the view's bytes free, or the disk.
+        assert_eq!(root_among(false, shm.path(), 4 << 20, 8 << 20), there);
+        assert_eq!(root_among(false, shm.path(), 4 << 20, (8 << 20) - 1), None);
     }
 }

@@ -106,9 +106,12 @@ fn seeded_view(dir: &Path, key: Option<ChainKey>) -> Option<TempView> {
     }
     // A copy is used only if no file of the view changed while it was taken (a
     // recorder committing meanwhile): a few tries, then the rebuild.
-    let bytes = held_bytes(&source).ok()?;
-    let temp = (0..3).find_map(|_| {
-        let temp = crate::private_temp::view_dir(bytes).ok()?;
+    // Where the copy goes depends on its size; a size not known (a file removed while
+    // it was measured), or a copy that failed in memory, goes to the disk.
+    let bytes = held_bytes(&source).unwrap_or(u64::MAX);
+    let temp = (0..3).find_map(|attempt| {
+        let size = if attempt == 0 { bytes } else { u64::MAX };
+        let temp = crate::private_temp::view_dir(size).ok()?;
         copy_unchanged(&source, temp.path(), || {})
             .ok()?
             .then_some(temp)

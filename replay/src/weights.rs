@@ -153,7 +153,8 @@ impl Weights {
             let raw = raw?;
             let seq = raw.seq().0;
             let tag = raw.record_type();
-            // A snapshot (a segment preamble's, flagged so) holds the totals of every
+            // A snapshot (a segment preamble's, or one that follows an accounting record
+            // with the same totals; flagged so) holds the totals of every
             // kind, those of the interval the next accounting record closes included
             // when that record started the segment: it ends no interval, and the rows
             // before it are reconciled with that record.
