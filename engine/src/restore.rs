@@ -44,6 +44,8 @@ const KB_CARRY_SEGMENTS: usize = 2;
 /// from its last snapshot on; and as far as the last checkpoint, whose memory the
 /// working-memory deltas after it are then folded into (reading forward from it): the
 /// memory is what the log holds, also after a crash that left no checkpoint at the end.
+/// Every segment's preamble carries the last checkpoint and the deltas since, so that
+/// is usually the last segment, and a log pruned from its front still holds it.
 pub(crate) fn restore(dir: &Path, shared: &Shared, restore_working: bool) -> Result<Restored> {
     let segments = blackbox_log::list_segments(dir)?;
     let reader = LogReader::open(dir)?;

@@ -421,3 +421,46 @@ fn the_reset_checkpoint_at_open_is_stamped_with_the_time_of_the_open() {
         );
     }
 }
+
+#[test]
+fn the_writer_checkpoints_by_itself_only_once_the_deltas_weigh_as_much_as_a_checkpoint() {
+    // Every segment's preamble repeats the last checkpoint and the deltas since, and
+    // the writer writes a checkpoint once 256 deltas follow the last one; but not
+    // before the deltas weigh what a checkpoint of the memory weighs, or a large
+    // memory changed a little at a time would be written whole every 256 changes.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let config = Config::new()
+        .clock(Arc::new(clock.clone()))
+        .checkpoint_interval_ns(None);
+    let recorder = Recorder::open(dir.path(), config).unwrap();
+    let w = recorder.working();
+    // Small: 300 changes of one key, about 20 bytes each, pass 256 deltas.
+    for i in 0..300 {
+        w.set("n", json!(i)).unwrap();
+        clock.advance_ns(1);
+        recorder.record(&Event::new("a.x")).unwrap();
+    }
+    recorder.sync().unwrap();
+    let checkpoints = |dir: &Path| {
+        common::read_log(dir)
+            .iter()
+            .filter(|r| matches!(r, Rec::Checkpoint { .. }))
+            .count()
+    };
+    assert_eq!(checkpoints(dir.path()), 1);
+    // Large: a 200 KiB value (its delta alone passes 64 KiB and outweighs the last
+    // checkpoint: one checkpoint), then 1000 changes of about 20 bytes (some 20 KB of
+    // deltas, well under 200 KiB): no other checkpoint of the 200 KiB memory.
+    w.set("big", json!("x".repeat(200 << 10))).unwrap();
+    for i in 0..1000 {
+        w.set("n", json!(i)).unwrap();
+        clock.advance_ns(1);
+        recorder.record(&Event::new("a.x")).unwrap();
+    }
+    recorder.sync().unwrap();
+    assert_eq!(checkpoints(dir.path()), 2);
+    recorder.close().unwrap();
+    // The close's.
+    assert_eq!(checkpoints(dir.path()), 3);
+}

@@ -86,7 +86,7 @@ pub use segment::{LOCK_FILE_NAME, RESERVE_FILE_NAME, SegmentEntry, list_segments
 pub use shown::{SHOWN_CHARS_MAX, Shown};
 pub use structure::{SealedSummary, SegmentSummary};
 pub use verify::{PrunedStart, VerifyReport, verify};
-pub use writer::{Durability, Log, LogOptions, Recovery};
+pub use writer::{BUDGET_SEGMENT_BYTES_MIN, Durability, Log, LogOptions, Recovery};
 
 /// A record's position in the log: dense, from 0, in append order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -62,7 +62,10 @@ pub const PRUNE_EVICTED_MAX: usize = 4096;
 /// after every seal: when the log is over `max_bytes`, or its oldest sealed segments
 /// hold only records older than `max_age_ns` before the newest record, the oldest
 /// sealed segments are removed, whole. The active segment is never removed, so the
-/// log can stay over budget by up to one segment (plus what pins keep).
+/// log can stay over budget by up to one segment (plus what pins keep); under
+/// `max_bytes` the log writes segments of at most an eighth of it (never below 64
+/// KiB: [`LogOptions::effective_segment_bytes_max`](crate::LogOptions::effective_segment_bytes_max)),
+/// so a budget smaller than the configured segment size still prunes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Retention {
     /// Most bytes of segment files to keep (all segments, the active one included);

@@ -38,6 +38,11 @@ pub enum Durability {
     Sync,
 }
 
+/// The smallest segment size limit a disk budget sizes segments down to
+/// ([`LogOptions::effective_segment_bytes_max`]): 64 KiB, one block at the default
+/// block size.
+pub const BUDGET_SEGMENT_BYTES_MIN: u64 = 64 << 10;
+
 /// Options for [`Log::open`].
 #[derive(Debug, Clone)]
 pub struct LogOptions {
@@ -90,7 +95,9 @@ impl LogOptions {
     /// Size at which the active segment is sealed and a new one started (default 64 MiB),
     /// counting the bytes after the segment preamble: a segment is at most its preamble
     /// plus this, so a preamble larger than the limit never makes a segment of every
-    /// record. A single record larger than this gets a segment of its own.
+    /// record. A single record larger than this gets a segment of its own. With a
+    /// [`retention`](LogOptions::retention) budget by size, the log writes segments of
+    /// at most an eighth of it ([`effective_segment_bytes_max`](LogOptions::effective_segment_bytes_max)).
     pub fn segment_bytes_max(mut self, bytes: u64) -> Self {
         self.segment_bytes_max = bytes;
         self
@@ -167,6 +174,21 @@ impl LogOptions {
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
         self
+    }
+
+    /// The segment size limit the log writes with: `segment_bytes_max`, or, under a
+    /// budget of `max_bytes`, an eighth of the budget when that is smaller, but never
+    /// less than [`BUDGET_SEGMENT_BYTES_MIN`]. Only sealed segments are pruned, so a
+    /// segment as large as the budget would never be: with an eighth, the log stays
+    /// within its budget plus one segment (an eighth more), and pruning frees an eighth
+    /// at a time.
+    pub fn effective_segment_bytes_max(&self) -> u64 {
+        match self.retention.max_bytes {
+            Some(budget) => self
+                .segment_bytes_max
+                .min((budget / 8).max(BUDGET_SEGMENT_BYTES_MIN)),
+            None => self.segment_bytes_max,
+        }
     }
 
     /// Bytes of disk a log with a disk budget keeps allocated to its reserve file
@@ -354,8 +376,9 @@ impl Log {
     /// [`Error::NotALog`] if the directory holds something else (it is left
     /// untouched), [`Error::Locked`] if another writer holds it, [`Error::Corrupt`] on
     /// damage that is not a torn tail, key errors, and I/O errors.
-    pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<(Log, Recovery)> {
+    pub fn open(dir: impl AsRef<Path>, mut opts: LogOptions) -> Result<(Log, Recovery)> {
         opts.validate()?;
+        opts.segment_bytes_max = opts.effective_segment_bytes_max();
         let dir = dir.as_ref().to_owned();
         let mut created = false;
         match fs::metadata(&dir) {
@@ -609,6 +632,40 @@ impl Log {
         }
         self.preamble = records;
         Ok(())
+    }
+
+    /// Adds one record at the end of the preamble set by
+    /// [`set_segment_preamble`](Log::set_segment_preamble), for segments started from
+    /// now on: a layer whose preamble grows by a record at a time does not hand the
+    /// whole of it over again.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_segment_preamble`](Log::set_segment_preamble).
+    pub fn push_segment_preamble(
+        &mut self,
+        record_type: RecordType,
+        payload: Vec<u8>,
+    ) -> Result<()> {
+        if record_type == PRUNE_RECORD_TYPE {
+            return Err(Error::ReservedRecordType {
+                record_type: record_type.0,
+            });
+        }
+        if payload.len() > self.opts.record_bytes_max {
+            return Err(Error::RecordTooLarge {
+                size_bytes: payload.len(),
+                limit_bytes: self.opts.record_bytes_max,
+            });
+        }
+        self.preamble.push((record_type, payload));
+        Ok(())
+    }
+
+    /// Keeps the first `len` records of the preamble (all of them when it has no more),
+    /// for segments started from now on.
+    pub fn truncate_segment_preamble(&mut self, len: usize) {
+        self.preamble.truncate(len);
     }
 
     /// Sets the seq ranges that the next prunings keep (see [`Pin`] and

@@ -125,3 +125,69 @@ fn the_size_limit_counts_the_records_after_a_preamble_larger_than_it() {
         );
     }
 }
+
+#[test]
+fn records_pushed_onto_the_preamble_and_cut_from_it_open_the_next_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open(
+        dir.path(),
+        LogOptions::new()
+            .segment_bytes_max(4096)
+            .record_bytes_max(100),
+    )
+    .unwrap();
+    let (a, b) = (RecordType(2), RecordType(3));
+    log.set_segment_preamble(vec![(DICT, vec![1])]).unwrap();
+    log.push_segment_preamble(a, vec![2]).unwrap();
+    log.push_segment_preamble(b, vec![3]).unwrap();
+    // Over the record limit, or the log's own type: refused, the preamble unchanged.
+    assert!(log.push_segment_preamble(a, vec![0; 101]).is_err());
+    assert!(
+        log.push_segment_preamble(blackbox_log::retention::PRUNE_RECORD_TYPE, vec![])
+            .is_err()
+    );
+    // Each phase fills a few segments; the preamble changes between phases.
+    let mut ts = 0;
+    let mut phase = |log: &mut Log| {
+        for _ in 0..100 {
+            log.append(Record::new(RecordType(1), ts, &[0u8; 90]))
+                .unwrap();
+            ts += 1;
+        }
+        blackbox_log::list_segments(dir.path()).unwrap()
+    };
+    let first = phase(&mut log);
+    log.truncate_segment_preamble(1);
+    log.push_segment_preamble(b, vec![4]).unwrap();
+    let second = phase(&mut log);
+    log.truncate_segment_preamble(9);
+    let third = phase(&mut log);
+    log.close().unwrap();
+    assert!(first.len() > 2 && second.len() > first.len() + 1 && third.len() > second.len() + 1);
+
+    // By hand: what each segment opens with, by the phase that started it.
+    let reader = LogReader::open(dir.path()).unwrap();
+    let opening = |seq: u64, n: usize| -> Vec<(u16, Vec<u8>)> {
+        reader
+            .records(Seq(seq)..)
+            .unwrap()
+            .take(n)
+            .map(|r| {
+                let r = r.unwrap();
+                (r.record_type().0, r.payload().to_vec())
+            })
+            .collect()
+    };
+    let all = blackbox_log::list_segments(dir.path()).unwrap();
+    for (i, segment) in all.iter().enumerate().skip(1) {
+        let want: Vec<(u16, Vec<u8>)> = if first.iter().any(|s| s.first_seq == segment.first_seq) {
+            vec![(9, vec![1]), (2, vec![2]), (3, vec![3])]
+        } else {
+            // A truncate past the end keeps it all.
+            vec![(9, vec![1]), (3, vec![4])]
+        };
+        let got = opening(segment.first_seq, want.len() + 1);
+        assert_eq!(&got[..want.len()], &want[..], "segment {i}");
+        assert_eq!(got[want.len()].0, 1, "segment {i}: the preamble is longer");
+    }
+}

@@ -438,3 +438,39 @@ fn segments_older_than_the_age_limit_go() {
     let oldest_kept = read.keys().next().unwrap();
     assert_eq!(read.get(oldest_kept), written.get(oldest_kept));
 }
+
+#[test]
+fn a_budget_by_size_sizes_the_segments_to_an_eighth_of_it() {
+    let budget = |max_bytes: Option<u64>, max_age_ns: Option<u64>| Retention {
+        max_bytes,
+        max_age_ns,
+        pinned_max_bytes: 0,
+    };
+    // By hand: an eighth of the budget, not below 64 KiB, not above what is configured.
+    let default = LogOptions::new();
+    assert_eq!(default.effective_segment_bytes_max(), 64 << 20);
+    let cases = [
+        (
+            default.clone().retention(budget(Some(2 << 20), None)),
+            256 << 10,
+        ),
+        (
+            default.clone().retention(budget(Some(100 << 10), None)),
+            64 << 10,
+        ),
+        (
+            default.clone().retention(budget(Some(1 << 40), None)),
+            64 << 20,
+        ),
+        (default.clone().retention(budget(None, Some(1))), 64 << 20),
+        (
+            LogOptions::new()
+                .segment_bytes_max(8 << 10)
+                .retention(budget(Some(2 << 20), None)),
+            8 << 10,
+        ),
+    ];
+    for (i, (opts, want)) in cases.iter().enumerate() {
+        assert_eq!(opts.effective_segment_bytes_max(), *want, "case {i}");
+    }
+}

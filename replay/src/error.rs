@@ -95,6 +95,16 @@ pub enum Error {
         /// The first difference found.
         what: String,
     },
+    /// A point in time before the first one the retained log can rebuild the state at:
+    /// the log was pruned, and the segments that told the state then are gone.
+    PrunedBefore {
+        /// The time asked for, ns since the epoch.
+        at_ns: u64,
+        /// The earliest time the retained log answers for: its first record's stamp.
+        earliest_ns: u64,
+        /// The last seq pruned.
+        pruned_up_to_seq: u64,
+    },
     /// An operating-system call failed outside the log (an export file, a key file).
     Io {
         /// What was being done, e.g. `"write export file"`.
@@ -156,6 +166,17 @@ impl fmt::Display for Error {
             Error::UnsafeOutput { path, reason } => {
                 write!(f, "refusing to write {}: {reason}", path.display())
             }
+            Error::PrunedBefore {
+                at_ns,
+                earliest_ns,
+                pruned_up_to_seq,
+            } => write!(
+                f,
+                "the log was pruned up to seq {pruned_up_to_seq}: it can tell the state at \
+                 {} or later, not at {}",
+                crate::format_time(*earliest_ns),
+                crate::format_time(*at_ns)
+            ),
             Error::Io { op, path, source } => {
                 write!(f, "cannot {op} {}: {source}", path.display())
             }

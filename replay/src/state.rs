@@ -6,12 +6,12 @@ use std::path::Path;
 use blackbox::Counters;
 use blackbox::codec;
 use blackbox::kb::{AsOf, Fact, Version, View};
-use blackbox::log::{LogReader, ReaderOptions};
+use blackbox::log::{LogReader, ReaderOptions, SegmentSummary, Seq};
 use blackbox_log::ChainKey;
 use serde_json::{Map, Value};
 
 use crate::decode::{Body, RecordType};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
 use crate::query::Query;
 use crate::replay::Replay;
@@ -92,10 +92,9 @@ pub fn kb_view(dir: &Path, key: Option<ChainKey>) -> Result<TempView> {
 /// are sealed but the last ([`LogReader::structure`]: two small reads per segment, no
 /// block): reads that start past the log's beginning would not meet a missing or
 /// foreign segment before their start.
-fn check_structure(dir: &Path, key: Option<ChainKey>) -> Result<()> {
+fn check_structure(dir: &Path, key: Option<ChainKey>) -> Result<Vec<SegmentSummary>> {
     open_log_dir(dir)?;
-    LogReader::open_with(dir, ReaderOptions { key })?.structure()?;
-    Ok(())
+    Ok(LogReader::open_with(dir, ReaderOptions { key })?.structure()?)
 }
 
 /// A temporary view started from a copy of `DIR/kb` and caught up with the log, or
@@ -250,7 +249,16 @@ fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
 ///
 /// As [`kb_view`] and [`Replay::open`].
 pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> {
-    check_structure(dir, key.clone())?;
+    let segments = check_structure(dir, key.clone())?;
+    if let Some((earliest_ns, first_seq)) = retained_start(dir, &segments, key.clone())?
+        && at_ns < earliest_ns
+    {
+        return Err(Error::PrunedBefore {
+            at_ns,
+            earliest_ns,
+            pruned_up_to_seq: first_seq - 1,
+        });
+    }
     let from = start_seq(dir, at_ns, key.clone())?;
     let query = Query::new()
         .from_seq(from)
@@ -297,6 +305,32 @@ pub fn state_at(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<State> 
         state.kb = view.snapshot(AsOf::Version(state.kb_version))?;
     }
     Ok(state)
+}
+
+/// When the log in `dir` was pruned: the stamp and seq of its first retained record,
+/// the earliest point the retained log rebuilds the state at (the segment it opens
+/// starts with the preamble: the dictionary, the accounting snapshot and the working
+/// memory carried); `None` for a log that starts at seq 0.
+fn retained_start(
+    dir: &Path,
+    segments: &[SegmentSummary],
+    key: Option<ChainKey>,
+) -> Result<Option<(u64, u64)>> {
+    let Some(first) = segments.first() else {
+        return Ok(None);
+    };
+    if first.first_seq == 0 {
+        return Ok(None);
+    }
+    if let Some(sealed) = &first.sealed {
+        return Ok(Some((sealed.first_ts_ns, first.first_seq)));
+    }
+    let reader = LogReader::open_with(dir, ReaderOptions { key })?;
+    let first = first.first_seq;
+    match reader.records(Seq(first)..)?.next() {
+        Some(r) => Ok(Some((r?.ts_ns(), first))),
+        None => Ok(None),
+    }
 }
 
 /// How far back from `at_ns` [`start_seq`] first looks (ns); it looks 4 times as far

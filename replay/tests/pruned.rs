@@ -480,3 +480,142 @@ fn replay_shows_the_knowledge_base_snapshots_and_carried_commits_only_when_asked
         "{text}"
     );
 }
+
+/// Writes, through the recorder, working-memory changes (sets, a checkpoint, changes
+/// after it, then 300 changes of one key), then 1500 events of 200 bytes and no change.
+fn record_memory(dir: &Path, retention: Option<Retention>) {
+    use blackbox::policy::Policy;
+    let clock = ManualClock::new(START_NS);
+    let step = 1_000_000;
+    let mut policy = Policy::builder();
+    if let Some(r) = retention {
+        policy = policy.retention(r);
+    }
+    let config = Config::new()
+        .clock(Arc::new(clock.clone()))
+        .accounting_interval_ns(20 * step)
+        .checkpoint_interval_ns(None)
+        .policy(policy.build().unwrap())
+        .log_options(LogOptions::new().segment_bytes_max(8 << 10));
+    let recorder = Recorder::open(dir, config).unwrap();
+    let event = |i: u64| {
+        let mut payload = i.to_le_bytes().to_vec();
+        payload.resize(200, 0);
+        recorder.record(&Event::new("a.x").raw(&payload)).unwrap();
+        clock.advance_ns(step);
+        if i.is_multiple_of(50) {
+            recorder.sync().unwrap();
+        }
+    };
+    let w = recorder.working();
+    w.set("a", serde_json::json!(1)).unwrap();
+    w.set("c", serde_json::json!("s")).unwrap();
+    event(0);
+    recorder.checkpoint().unwrap();
+    w.set("a", serde_json::json!(2)).unwrap();
+    w.remove("c");
+    event(1);
+    for i in 0..300 {
+        w.set("n", serde_json::json!(i)).unwrap();
+        event(2 + i);
+    }
+    for i in 0..1500 {
+        event(1000 + i);
+    }
+    recorder.close().unwrap();
+}
+
+/// The stamp of the first record of the log in `dir`, which was pruned.
+fn cut_ns(dir: &Path) -> u64 {
+    let reader = LogReader::open(dir).unwrap();
+    let first_seq = reader.structure().unwrap()[0].first_seq;
+    assert!(first_seq > 0, "nothing was pruned");
+    reader
+        .records(Seq(first_seq)..)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .ts_ns()
+}
+
+/// `state_at` on the pruned log `pruned` at a time before its cut: an error naming the
+/// earliest time it answers for, from the library and from the command.
+fn refused_before_cut(pruned: &Path, at: u64) {
+    let earliest = blackbox_replay::format_time(cut_ns(pruned));
+    let err = blackbox_replay::state_at(pruned, at, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&earliest), "{err}");
+    let text = common::fails(&blackbox(&[
+        "state",
+        "--dir",
+        s(pruned),
+        "--at",
+        &blackbox_replay::format_time(at),
+    ]));
+    assert!(text.contains(&earliest), "{text}");
+}
+
+#[test]
+fn state_at_after_the_cut_is_the_whole_logs_and_before_it_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whole = tmp.path().join("whole");
+    record_memory(&whole, None);
+    // The whole log pruned: the records after the cut are the whole log's.
+    let pruned = tmp.path().join("pruned");
+    copy_files(&whole, &pruned);
+    let (mut log, _) = Log::open(
+        &pruned,
+        LogOptions::new()
+            .segment_bytes_max(8 << 10)
+            .retention(Retention {
+                max_bytes: Some(48 << 10),
+                max_age_ns: None,
+                pinned_max_bytes: 0,
+            }),
+    )
+    .unwrap();
+    log.prune().unwrap().unwrap();
+    log.close().unwrap();
+    // The same run under the budget, pruned by the recorder as it wrote.
+    let bounded = tmp.path().join("bounded");
+    record_memory(
+        &bounded,
+        Some(Retention {
+            max_bytes: Some(48 << 10),
+            max_age_ns: None,
+            pinned_max_bytes: 0,
+        }),
+    );
+    let step = 1_000_000;
+    // Both start in the stretch without changes: their first record is stamped after
+    // the last change (event 301, at START + 301 steps).
+    let cut = cut_ns(&pruned).max(cut_ns(&bounded));
+    assert!(cut_ns(&pruned) > START_NS + 320 * step);
+    assert!(cut_ns(&bounded) > START_NS + 320 * step);
+    let end_ns = START_NS + 1803 * step;
+    for at in [cut, cut + 1, cut + 7 * step, (cut + end_ns) / 2, end_ns] {
+        let a = blackbox_replay::state_at(&whole, at, None).unwrap();
+        // By hand: what the host set.
+        assert_eq!(
+            serde_json::Value::Object(a.working.clone()),
+            serde_json::json!({"a": 2, "n": 299}),
+            "at {at}"
+        );
+        let b = blackbox_replay::state_at(&pruned, at, None).unwrap();
+        assert_eq!(b.working, a.working, "at {at}");
+        assert_eq!(b.kinds, a.kinds, "at {at}");
+        assert!(a.kinds["a.x"].seen > 0);
+        let c = blackbox_replay::state_at(&bounded, at, None).unwrap();
+        assert_eq!(c.working, a.working, "at {at}");
+    }
+    // Before the cut the retained log cannot tell: an error naming when it can.
+    for dir in [&pruned, &bounded] {
+        let cut = cut_ns(dir);
+        refused_before_cut(dir, cut - 1);
+        refused_before_cut(dir, START_NS + 100 * step);
+    }
+    // The whole log answers there.
+    blackbox_replay::state_at(&whole, cut - 1, None).unwrap();
+}

@@ -125,11 +125,8 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>> {
             other => return Err(format!("unknown argument {other:?}\n{USAGE}").into()),
         }
     }
-    if parsed.factor == 0 || parsed.max_bytes < parsed.segment {
-        return Err(format!(
-            "--factor must be at least 1 and --max-bytes at least --segment\n{USAGE}"
-        )
-        .into());
+    if parsed.factor == 0 {
+        return Err(format!("--factor must be at least 1\n{USAGE}").into());
     }
     Ok(Some(parsed))
 }
@@ -182,7 +179,16 @@ fn run(args: &Args) -> Result<()> {
         }),
     )?;
     let unbounded = Recorder::open(&unbounded_dir, config())?;
-    let limit = args.max_bytes + args.pinned + args.segment + RESERVE_BYTES;
+    // The log writes segments of at most an eighth of the budget.
+    let segment = blackbox::LogOptions::default()
+        .segment_bytes_max(args.segment)
+        .retention(blackbox_log::Retention {
+            max_bytes: Some(args.max_bytes),
+            max_age_ns: None,
+            pinned_max_bytes: args.pinned,
+        })
+        .effective_segment_bytes_max();
+    let limit = args.max_bytes + args.pinned + segment + RESERVE_BYTES;
     let target = args.factor * args.max_bytes;
     let incident_every = 2 * args.max_bytes / PAYLOAD as u64;
     let review_after = REVIEW_AFTER_BYTES / PAYLOAD as u64;

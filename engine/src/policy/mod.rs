@@ -325,7 +325,10 @@ impl Policy {
 
     /// The disk budget (`[retention]`: `max_bytes`, `max_age`, `pinned_max_bytes`),
     /// if the log is bounded: the log prunes its oldest segments after every seal
-    /// (`blackbox_log::Retention`), and incident windows are pinned.
+    /// (`blackbox_log::Retention`), and incident windows are pinned. Under `max_bytes`
+    /// the log writes segments of at most an eighth of it, never below 64 KiB
+    /// (`blackbox_log::LogOptions::effective_segment_bytes_max`), so a budget smaller
+    /// than the configured segment size still prunes.
     #[must_use]
     pub fn retention(&self) -> Option<blackbox_log::Retention> {
         self.retention

@@ -36,6 +36,11 @@ impl Writer {
     /// Queues a record, stamped no earlier than anything before it.
     pub(super) fn emit_raw(&mut self, t: RecordType, ts_ns: u64, bytes: &[u8]) {
         let at = self.stamp(ts_ns);
+        if t == codec::CHECKPOINT {
+            self.queued_deltas = 0;
+            self.queued_delta_bytes = 0;
+            self.queued_checkpoint_bytes = bytes.len();
+        }
         let start = self.arena.len();
         self.arena.extend_from_slice(bytes);
         self.out.push((t, at, start..self.arena.len(), 0));
@@ -43,6 +48,11 @@ impl Writer {
 
     /// Appends the batch's encoded records; returns the last seq. On an error nothing
     /// is cleared: `fail` counts the kept events among them as lost.
+    ///
+    /// The batch is appended in pieces that end at each checkpoint and working-memory
+    /// delta, and the memory the preamble carries is brought up to date after each:
+    /// a segment the log starts within the batch opens with the memory as the records
+    /// before it left it, no more and no less.
     pub(super) fn flush_out(&mut self) -> Result<Option<Seq>> {
         if self.out.is_empty() {
             return Ok(None);
@@ -57,14 +67,28 @@ impl Writer {
             _ => return Ok(None),
         };
         self.close_pins(first_ts, self.log.next_seq().0);
-        let records: Vec<Record<'_>> = self
-            .out
-            .iter()
-            .map(|(t, ts, range, tag)| {
-                Record::new(*t, *ts, &self.arena[range.clone()]).with_tag(*tag)
-            })
-            .collect();
-        let last = self.log.append_batch(&records)?;
+        let carried = |t: RecordType| t == codec::CHECKPOINT || t == codec::WORKING;
+        let mut last = None;
+        let mut from = 0;
+        while from < self.out.len() {
+            let to = self.out[from..]
+                .iter()
+                .position(|o| carried(o.0))
+                .map_or(self.out.len(), |i| from + i + 1);
+            let records: Vec<Record<'_>> = self.out[from..to]
+                .iter()
+                .map(|(t, ts, range, tag)| {
+                    Record::new(*t, *ts, &self.arena[range.clone()]).with_tag(*tag)
+                })
+                .collect();
+            last = self.log.append_batch(&records)?.or(last);
+            let (t, _, range, _) = &self.out[to - 1];
+            if carried(*t) {
+                let (t, payload) = (*t, self.arena[range.clone()].to_vec());
+                self.carry(t, payload)?;
+            }
+            from = to;
+        }
         if let Some(seq) = last {
             self.after_batch(last_ts, seq.0);
         }

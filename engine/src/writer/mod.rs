@@ -44,6 +44,16 @@ const TICK: Duration = Duration::from_millis(50);
 /// faster than one accounting interval's worth (about 0.1 % of the records, each
 /// delta naming the kinds that changed).
 pub(crate) const ACCOUNTING_RECORDS_MAX: u64 = 8192;
+/// Working-memory delta records written since the last checkpoint after which the
+/// writer writes a checkpoint itself: every segment's preamble carries the last
+/// checkpoint and the deltas since, so this bounds how many deltas it repeats. Not
+/// before the deltas' payloads weigh as much as that checkpoint, though: a large memory
+/// changed a little at a time is then written whole at most once per its own weight
+/// of changes, and the preamble holds at most about twice the memory.
+pub(crate) const CARRIED_DELTAS_MAX: usize = 256;
+/// Bytes of working-memory delta payloads written since the last checkpoint after
+/// which the writer writes a checkpoint itself (see [`CARRIED_DELTAS_MAX`]).
+pub(crate) const CARRIED_DELTA_BYTES_MAX: usize = 64 << 10;
 /// Clock time between accounting snapshots written among the records (besides the one
 /// each segment opens with): a fold of the totals up to any time then starts at most
 /// this much (plus one accounting interval) before it, however long the segment.
@@ -100,6 +110,22 @@ pub(crate) struct Writer {
     /// The policy in force, as TOML ([`Policy::to_toml`]): written when the session
     /// opens and in every segment's preamble.
     policy_toml: Vec<u8>,
+    /// The working memory the segment preamble carries after the policy, so that it
+    /// survives the pruning of every segment that held a change: the payload of the
+    /// last checkpoint appended (or the memory this session restored, before it writes
+    /// one; `None` while the log holds no memory at all), then `carried_deltas`.
+    carried_checkpoint: Option<Vec<u8>>,
+    /// The payloads of the working-memory delta records appended since that checkpoint.
+    carried_deltas: Vec<Vec<u8>>,
+    /// Records of the preamble before the carried memory (dictionary, snapshot, policy).
+    preamble_base_len: usize,
+    /// Delta records queued since the last checkpoint queued, and their payload bytes:
+    /// past [`CARRIED_DELTAS_MAX`] or [`CARRIED_DELTA_BYTES_MAX`], and once the bytes
+    /// reach `queued_checkpoint_bytes`, a checkpoint is queued.
+    queued_deltas: usize,
+    queued_delta_bytes: usize,
+    /// Bytes of the last checkpoint queued (or of the memory restored, before one).
+    queued_checkpoint_bytes: usize,
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`, tag for the
@@ -204,6 +230,12 @@ impl Writer {
             preamble_dictionary: Vec::new(),
             preamble_accounting: None,
             policy_toml,
+            carried_checkpoint: None,
+            carried_deltas: Vec::new(),
+            preamble_base_len: 0,
+            queued_deltas: 0,
+            queued_delta_bytes: 0,
+            queued_checkpoint_bytes: 0,
             next_accounting_ns: now.saturating_add(config.accounting_interval_ns),
             next_checkpoint_ns: config.checkpoint_interval_ns.map(|i| now.saturating_add(i)),
             out: Vec::new(),
@@ -279,6 +311,19 @@ impl Writer {
             }
         }
         self.preamble_stale = true;
+        // The memory restored is carried in the preamble from here on; a segment that
+        // opens with the preamble written here holds it too. (The memory refuses a
+        // `set` that would not fit a record: checked all the same.)
+        if !self.logged.is_empty()
+            && let Ok(snapshot) = self.snapshot()
+        {
+            if segment_empty {
+                self.emit_raw(codec::CHECKPOINT, now, &snapshot);
+            } else {
+                self.queued_checkpoint_bytes = snapshot.len();
+                self.carried_checkpoint = Some(snapshot);
+            }
+        }
         if preamble_first {
             self.emit_recovery(recovery);
         }
@@ -735,11 +780,23 @@ impl Writer {
                 self.arena.extend_from_slice(&chunk);
                 self.out
                     .push((codec::WORKING, at, start..self.arena.len(), 0));
+                self.queued_deltas += 1;
+                self.queued_delta_bytes += chunk.len();
             }
             for key in dels {
                 self.logged.remove(&key);
             }
             self.logged.extend(sets);
+            if (self.queued_deltas >= CARRIED_DELTAS_MAX
+                || self.queued_delta_bytes >= CARRIED_DELTA_BYTES_MAX)
+                && self.queued_delta_bytes >= self.queued_checkpoint_bytes
+            {
+                // The preamble would repeat too much: a checkpoint replaces it all
+                // (`emit_raw` stamps it `at` and takes no change: `at` is the last stamp).
+                if let Ok(snapshot) = self.snapshot() {
+                    self.emit_raw(codec::CHECKPOINT, at, &snapshot);
+                }
+            }
         }
     }
 
