@@ -423,6 +423,23 @@ pub(crate) fn sealed_segments(
 }
 
 /// The prune record for removing `removed` (oldest first, at least one) by `plan`.
+/// The prune record of `plan` over `sealed` (oldest first), and the paths it removes:
+/// the chain link at the cut is the `prev_link` of the first segment kept, or
+/// `active_prev_link` when every sealed segment goes.
+pub(crate) fn prepare(
+    sealed: &[SealedInfo],
+    plan: &Plan,
+    active_prev_link: Link,
+) -> (PruneRecord, Vec<PathBuf>) {
+    let removed = &sealed[..plan.remove];
+    let cut_link = sealed
+        .get(plan.remove)
+        .map_or(active_prev_link, |s| s.prev_link);
+    let record = record_for(removed, plan, cut_link);
+    let paths = removed.iter().map(|s| s.path.clone()).collect();
+    (record, paths)
+}
+
 pub(crate) fn record_for(removed: &[SealedInfo], plan: &Plan, cut_link: Link) -> PruneRecord {
     PruneRecord {
         reasons: plan.reasons,

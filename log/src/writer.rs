@@ -709,12 +709,7 @@ impl Log {
         if plan.remove == 0 {
             return Ok(None);
         }
-        let removed = &sealed[..plan.remove];
-        let cut_link = sealed
-            .get(plan.remove)
-            .map_or(active_prev_link, |s| s.prev_link);
-        let record = retention::record_for(removed, &plan, cut_link);
-        let paths: Vec<PathBuf> = removed.iter().map(|s| s.path.clone()).collect();
+        let (record, paths) = retention::prepare(&sealed, &plan, active_prev_link);
         // A full disk met while this record waits gives back the reserve for it, and
         // starts no pruning of its own (which would remove these same segments).
         self.pruning = true;
@@ -824,12 +819,7 @@ impl Log {
         if plan.remove == 0 {
             return Ok(false);
         }
-        let removed = &sealed[..plan.remove];
-        let cut_link = sealed
-            .get(plan.remove)
-            .map_or(active_prev_link, |s| s.prev_link);
-        let record = retention::record_for(removed, &plan, cut_link);
-        let paths: Vec<PathBuf> = removed.iter().map(|s| s.path.clone()).collect();
+        let (record, paths) = retention::prepare(&sealed, &plan, active_prev_link);
         let unwritten = self.buf.len() as u64;
         self.release_reserve();
         let seq = self.encode_frame(&Record::new(

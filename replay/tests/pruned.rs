@@ -362,20 +362,7 @@ fn kb_history_on_a_pruned_log_says_from_which_version_it_is_complete() {
     write_kb_log(&whole);
     // The copy has no view (`DIR/kb`): the commands rebuild the knowledge base from the
     // retained log.
-    copy_files(&whole, &pruned);
-    let (mut log, _) = Log::open(
-        &pruned,
-        LogOptions::new()
-            .segment_bytes_max(8 << 10)
-            .retention(Retention {
-                max_bytes: Some(64 << 10),
-                max_age_ns: None,
-                pinned_max_bytes: 0,
-            }),
-    )
-    .unwrap();
-    log.prune().unwrap().unwrap();
-    log.close().unwrap();
+    pruned_copy(&whole, &pruned, 64 << 10);
     let commits = |dir: &Path| {
         LogReader::open(dir)
             .unwrap()
@@ -564,20 +551,7 @@ fn state_at_after_the_cut_is_the_whole_logs_and_before_it_an_error() {
     record_memory(&whole, None);
     // The whole log pruned: the records after the cut are the whole log's.
     let pruned = tmp.path().join("pruned");
-    copy_files(&whole, &pruned);
-    let (mut log, _) = Log::open(
-        &pruned,
-        LogOptions::new()
-            .segment_bytes_max(8 << 10)
-            .retention(Retention {
-                max_bytes: Some(48 << 10),
-                max_age_ns: None,
-                pinned_max_bytes: 0,
-            }),
-    )
-    .unwrap();
-    log.prune().unwrap().unwrap();
-    log.close().unwrap();
+    pruned_copy(&whole, &pruned, 48 << 10);
     // The same run under the budget, pruned by the recorder as it wrote.
     let bounded = tmp.path().join("bounded");
     record_memory(
@@ -618,4 +592,23 @@ fn state_at_after_the_cut_is_the_whole_logs_and_before_it_an_error() {
     }
     // The whole log answers there.
     blackbox_replay::state_at(&whole, cut - 1, None).unwrap();
+}
+
+/// Copies the log in `whole` to `pruned` (without its view) and prunes the copy through
+/// the log, under a budget of `max_bytes` and 8 KiB segments.
+fn pruned_copy(whole: &Path, pruned: &Path, max_bytes: u64) {
+    copy_files(whole, pruned);
+    let (mut log, _) = Log::open(
+        pruned,
+        LogOptions::new()
+            .segment_bytes_max(8 << 10)
+            .retention(Retention {
+                max_bytes: Some(max_bytes),
+                max_age_ns: None,
+                pinned_max_bytes: 0,
+            }),
+    )
+    .unwrap();
+    log.prune().unwrap().unwrap();
+    log.close().unwrap();
 }
