@@ -81,3 +81,22 @@ pub fn build_blackbox() -> Result<std::path::PathBuf> {
     }
     Ok(path)
 }
+
+/// Runs `blackbox ARGV` to its end (stdout and stderr read together, so neither pipe
+/// can fill and stall it); returns what it printed and its wall time in seconds, from
+/// spawn to exit, or an error with its stderr when it fails.
+pub fn run_blackbox(blackbox: &std::path::Path, argv: &[&str]) -> Result<(Vec<u8>, f64)> {
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(blackbox).args(argv).output()?;
+    let elapsed = started.elapsed().as_secs_f64();
+    if !out.status.success() {
+        return Err(format!(
+            "blackbox {} failed ({}): {}",
+            argv.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    Ok((out.stdout, elapsed))
+}

@@ -30,9 +30,8 @@
 //!   base (each fact without the fields that hold seqs, which the bounded log's prune
 //!   records shift) and working memory for both logs.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -407,28 +406,6 @@ fn log_bytes(dir: &Path) -> Result<u64> {
 
 /// Runs `blackbox ARGV`; returns what it printed, or an error with its stderr.
 fn output(blackbox: &Path, argv: &[&str]) -> Result<String> {
-    let mut child = Command::new(blackbox)
-        .args(argv)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        stdout.read_to_string(&mut out)?;
-    }
-    let mut err = String::new();
-    if let Some(mut stderr) = child.stderr.take() {
-        stderr.read_to_string(&mut err)?;
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        return Err(format!(
-            "blackbox {} failed ({status}): {}{}",
-            argv.join(" "),
-            out.trim(),
-            err.trim()
-        )
-        .into());
-    }
-    Ok(out)
+    let (out, _) = blackbox_benches::run_blackbox(blackbox, argv)?;
+    Ok(String::from_utf8(out)?)
 }

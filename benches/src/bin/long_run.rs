@@ -31,9 +31,8 @@
 //! command cannot print nothing unnoticed); a command that fails stops the bench. The
 //! log is removed at the end unless `--keep`.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -251,30 +250,8 @@ fn segments(dir: &Path) -> Result<usize> {
 
 /// Runs `blackbox ARGV` once; returns its wall time in seconds.
 fn time_command(blackbox: &Path, argv: &[String]) -> Result<f64> {
-    let started = Instant::now();
-    let mut child = Command::new(blackbox)
-        .args(argv)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let mut out = Vec::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        stdout.read_to_end(&mut out)?;
-    }
-    let mut err = Vec::new();
-    if let Some(mut stderr) = child.stderr.take() {
-        stderr.read_to_end(&mut err)?;
-    }
-    let status = child.wait()?;
-    let elapsed = started.elapsed().as_secs_f64();
-    if !status.success() {
-        return Err(format!(
-            "blackbox {} failed ({status}): {}",
-            argv.join(" "),
-            String::from_utf8_lossy(&err).trim()
-        )
-        .into());
-    }
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let (out, elapsed) = blackbox_benches::run_blackbox(blackbox, &argv)?;
     if out.is_empty() {
         return Err(format!("blackbox {} printed nothing", argv.join(" ")).into());
     }
