@@ -1,0 +1,19 @@
+//! The bodies of Blackbox's fuzz targets, one function per target.
+//!
+//! Each `fuzz_targets/NAME.rs` is a one-line cargo-fuzz target that calls [`NAME`] with
+//! the fuzzer's bytes; `tests/corpora.rs` calls the same function on every file of
+//! `corpus/NAME/` and `regressions/NAME/`, so a plain `cargo test` replays the seed
+//! corpora and every input a campaign found, without a nightly toolchain or libFuzzer.
+//! A target fails by panicking: each checks properties of what it decodes (a value
+//! accepted reads back the same, errors name what and where), not only that nothing
+//! panics.
+
+mod policy;
+
+pub use policy::policy_toml;
+
+/// A target's body: it panics when the bytes break a property it checks.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name of its `fuzz_targets/` file and corpus directory.
+pub const TARGETS: &[(&str, Target)] = &[("policy_toml", policy_toml)];
