@@ -545,6 +545,23 @@ struct Sim {
     durable_names: HashMap<PathBuf, usize>,
     names: HashMap<PathBuf, usize>,
     dir_ops: Vec<DirOp>,
+    /// Calls that changed something, so far.
+    calls: u64,
+    /// A crash armed at a call: its number, the image's directory and seed.
+    armed: Option<(u64, PathBuf, u64)>,
+    /// The image an armed crash took.
+    taken: Option<io::Result<CrashImage>>,
+}
+
+impl Sim {
+    /// Counts a call that is about to change something; takes the armed image first if
+    /// it is due (a power cut just before the call).
+    fn call(&mut self) {
+        if let Some((_, to, seed)) = self.armed.take_if(|(at, ..)| *at <= self.calls) {
+            self.taken = Some(self.image(&to, seed));
+        }
+        self.calls += 1;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -569,6 +586,9 @@ enum DirOp {
 /// What [`PowerLossStorage::crash_image`] dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CrashImage {
+    /// The calls (writes, cuts, fsyncs, directory changes) made before the power cut:
+    /// what they did may be in the image, what came after is not.
+    pub calls: u64,
     /// Files in the image.
     pub files: u64,
     /// Pages written since their file's last fsync (inside the image's lengths).
@@ -650,9 +670,41 @@ impl PowerLossStorage {
     ///
     /// Creating `to` or writing its files.
     pub fn crash_image(&self, to: &Path, seed: u64) -> io::Result<CrashImage> {
-        let sim = self.sim.lock();
+        self.sim.lock().image(to, seed)
+    }
+
+    /// Arms a power cut just before the call (write, cut, fsync, directory change)
+    /// after `calls` more: its image is written into `to` then, with the choices
+    /// `seed` makes, and the calls go on. [`PowerLossStorage::armed_image`] tells
+    /// whether it was taken.
+    pub fn arm_crash(&self, calls: u64, to: &Path, seed: u64) {
+        let mut sim = self.sim.lock();
+        let at = sim.calls + calls;
+        sim.armed = Some((at, to.to_owned(), seed));
+        sim.taken = None;
+    }
+
+    /// The calls that changed something so far (see [`CrashImage::calls`]).
+    pub fn calls(&self) -> u64 {
+        self.sim.lock().calls
+    }
+
+    /// The image an armed power cut took, if its call came.
+    pub fn armed_image(&self) -> Option<io::Result<CrashImage>> {
+        let mut sim = self.sim.lock();
+        sim.armed = None;
+        sim.taken.take()
+    }
+}
+
+impl Sim {
+    fn image(&self, to: &Path, seed: u64) -> io::Result<CrashImage> {
+        let sim = self;
         let mut rng = Choices(seed);
-        let mut report = CrashImage::default();
+        let mut report = CrashImage {
+            calls: self.calls,
+            ..CrashImage::default()
+        };
         fs::DirBuilder::new().mode(0o700).create(to)?;
         let kept = to_usize(rng.upto(sim.dir_ops.len() as u64))?;
         let mut names = sim.durable_names.clone();
@@ -693,7 +745,9 @@ impl PowerLossStorage {
         }
         Ok(report)
     }
+}
 
+impl PowerLossStorage {
     fn file(&self, path: &Path, file: File) -> Box<dyn WriteFile> {
         let inode = self
             .modelled(path)
@@ -752,8 +806,11 @@ impl Inode {
                 report.pages_dropped += 1;
             }
         }
-        if let Some(&FileOp::Write { at, len }) =
-            self.ops.iter().rev().find(|op| matches!(op, FileOp::Write { .. }))
+        if let Some(&FileOp::Write { at, len }) = self
+            .ops
+            .iter()
+            .rev()
+            .find(|op| matches!(op, FileOp::Write { .. }))
             && len > 0
         {
             let from = to_usize(at + rng.upto(len))?;
@@ -776,9 +833,12 @@ struct SimFile {
 }
 
 impl SimFile {
+    /// Counts the call (a power cut may come before it), then changes the model.
     fn with_inode(&self, f: impl FnOnce(&mut Inode)) {
+        let mut sim = self.sim.lock();
+        sim.call();
         if let Some(id) = self.inode {
-            f(&mut self.sim.lock().inodes[id]);
+            f(&mut sim.inodes[id]);
         }
     }
 }
@@ -823,13 +883,15 @@ impl Storage for PowerLossStorage {
             .create_new(true)
             .mode(0o600)
             .open(path)?;
+        let mut sim = self.sim.lock();
+        sim.call();
         if self.modelled(path) {
-            let mut sim = self.sim.lock();
             let id = sim.inodes.len();
             sim.inodes.push(Inode::default());
             sim.names.insert(path.to_owned(), id);
             sim.dir_ops.push(DirOp::Link(path.to_owned(), id));
         }
+        drop(sim);
         Ok(self.file(path, file))
     }
 
@@ -852,8 +914,9 @@ impl Storage for PowerLossStorage {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut sim = self.sim.lock();
+        sim.call();
         if dir == self.root {
-            let mut sim = self.sim.lock();
             let ops = std::mem::take(&mut sim.dir_ops);
             for op in ops {
                 match op {
@@ -878,6 +941,7 @@ impl Storage for PowerLossStorage {
     fn sync_file(&self, path: &Path) -> io::Result<()> {
         open_existing_read_only(path)?;
         let mut sim = self.sim.lock();
+        sim.call();
         if let Some(&id) = sim.names.get(path) {
             let inode = &mut sim.inodes[id];
             inode.durable.clone_from(&inode.current);
@@ -888,8 +952,9 @@ impl Storage for PowerLossStorage {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)?;
+        let mut sim = self.sim.lock();
+        sim.call();
         if self.modelled(path) {
-            let mut sim = self.sim.lock();
             sim.names.remove(path);
             sim.dir_ops.push(DirOp::Unlink(path.to_owned()));
         }
@@ -898,9 +963,10 @@ impl Storage for PowerLossStorage {
 
     fn reserve(&self, path: &Path, bytes: u64) -> io::Result<()> {
         reserve_file(path, bytes)?;
+        let mut sim = self.sim.lock();
+        sim.call();
         if self.modelled(path) {
             let len = to_usize(bytes)?;
-            let mut sim = self.sim.lock();
             let id = match sim.names.get(path) {
                 Some(&id) => id,
                 None => {
