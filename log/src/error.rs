@@ -185,7 +185,8 @@ pub enum CorruptionKind {
     },
     /// A sealed segment's footer is missing, damaged or disagrees with its blocks.
     Footer(String),
-    /// Damaged bytes are followed by intact records, so they are not a torn tail.
+    /// Damaged bytes are followed by intact records, so they are not a torn tail (nor
+    /// a page a power loss kept from the disk: zeros to a 4 KiB boundary).
     DamageBeforeIntactData {
         /// How the damaged block failed to decode.
         detail: String,

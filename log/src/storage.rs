@@ -6,6 +6,9 @@
 //! image a power loss would leave (only synced bytes survive, the pending write is torn).
 //! [`SmallDisk`] plays a disk of a fixed size: a write past it fails with `ENOSPC`
 //! after writing what fits, and removing or cutting a file gives its bytes back.
+//! [`PowerLossStorage`] records every write, cut, fsync and directory change and
+//! builds the image a power loss would leave: unsynced pages lost at random and out of
+//! order, the last write torn, unsynced directory changes a prefix.
 //! Readers and recovery read with plain `std::fs`: reads have no side effects to fake.
 
 use std::collections::HashMap;
