@@ -319,6 +319,12 @@ fn case(root: &Path, name: &str, edit: impl FnOnce(&Path)) -> Case {
     let window = (time_from(firsts[1]), time_from(firsts[3]));
     let intact = commands(&dir, window);
     for run in &intact {
+        eprintln!(
+            "{:<34} {:<60} exit    0 peak {:>6} KiB",
+            format!("intact ({name})"),
+            run.args.replace(s(&dir), "D"),
+            run.peak_rss_kib
+        );
         assert_eq!(
             run.code,
             Some(0),
