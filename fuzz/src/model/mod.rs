@@ -41,7 +41,7 @@ pub fn model(data: &[u8]) {
         return;
     };
     let root = scratch();
-    if mode % 4 == 0 {
+    if mode % 8 == 0 {
         recorder_run::run(root.path(), &mut u);
     } else {
         log_run::run(root.path(), &mut u);

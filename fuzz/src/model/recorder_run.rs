@@ -109,8 +109,14 @@ pub fn run(root: &Path, u: &mut Unstructured<'_>) {
         recorded: 0,
         pruned: false,
     };
+    if super::trace() {
+        eprintln!("recorder: {durability:?}, segments of {segment} bytes, budget {budget:?}");
+    }
     run.open("open a new recorder");
     for step in 0..OPS_MAX {
+        if u.is_empty() {
+            break;
+        }
         let Ok(op) = RecOp::read(u) else {
             break;
         };
@@ -492,6 +498,7 @@ impl Run<'_> {
             format_args!("{what}: replay"),
         );
         let mut got = Vec::new();
+        let mut seqs = Vec::new();
         for r in replay {
             let r = ok(r, format_args!("{what}: a replayed record"));
             let Body::Event(e) = r.body else {
@@ -509,6 +516,10 @@ impl Run<'_> {
                 values: e.values,
                 seq: None,
             });
+            seqs.push(r.seq);
+        }
+        if !crashed {
+            self.evidence_retained(&seqs, until, what);
         }
         let strip = |e: &KeptEvent| KeptEvent {
             seq: None,
@@ -537,6 +548,12 @@ impl Run<'_> {
         assert!(end <= model.len(), "{what}: more events than the model");
         assert_eq!(got[..], model[from..end], "{what}: the events");
         if until.is_none() {
+            if got.is_empty() && self.pruned_now(what) {
+                // Every event kept may have gone with the segments pruned, and none
+                // of them is left to locate the log's start among the model's.
+                self.model.events_start = self.model.events.len();
+                return;
+            }
             if crashed {
                 assert!(
                     self.model.events_start + end >= self.model.events_acked,
@@ -548,13 +565,27 @@ impl Run<'_> {
             } else {
                 assert_eq!(end, model.len(), "{what}: the log lost the last events");
             }
-            if got.is_empty() {
-                // Every event kept may have been pruned: nothing to locate.
-                if self.pruned_now(what) {
-                    self.model.events_start = self.model.events.len();
-                }
-            } else {
-                self.model.events_start += from;
+            self.model.events_start += from;
+        }
+    }
+
+    /// Every observation the model holds from the retained log's first seq on (up to
+    /// `until`) is among the seqs `got` of the events the log returned.
+    fn evidence_retained(&mut self, got: &[u64], until: Option<u64>, what: &str) {
+        let segments = ok(
+            blackbox_log::list_segments(self.dir),
+            format_args!("{what}: list the segments"),
+        );
+        let first = segments.first().map_or(0, |s| s.first_seq);
+        for e in &self.model.events[self.model.events_start..] {
+            if let Some(seq) = e.seq
+                && seq >= first
+                && until.is_none_or(|t| e.ts <= t)
+            {
+                assert!(
+                    got.contains(&seq),
+                    "{what}: the observation at seq {seq} is missing (the log starts at {first})"
+                );
             }
         }
     }
