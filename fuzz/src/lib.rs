@@ -8,12 +8,14 @@
 //! accepted reads back the same, errors name what and where), not only that nothing
 //! panics.
 
+mod model;
 mod policy;
 
+pub use model::model;
 pub use policy::policy_toml;
 
 /// A target's body: it panics when the bytes break a property it checks.
 pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its `fuzz_targets/` file and corpus directory.
-pub const TARGETS: &[(&str, Target)] = &[("policy_toml", policy_toml)];
+pub const TARGETS: &[(&str, Target)] = &[("model", model), ("policy_toml", policy_toml)];
