@@ -334,6 +334,8 @@ fn forge_segment(desc: &Desc) -> Forged {
     }
     let tail_at = (seg.bytes.len() as u64 > data_len).then(|| seg.footer_at.unwrap_or(data_len));
     let sealed = seg.footer_at.is_some() && tail_at.is_none();
+    // A footer followed by more bytes is no footer: what it says does not count.
+    let footer_lie = footer_lie && sealed;
     let bad_from = match (seg.first_lie(), tail_at) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -395,6 +397,17 @@ pub fn segment_open(data: &[u8]) {
         return;
     };
     let f = forge_segment(&desc);
+    if std::env::var("FUZZLOG_DEBUG").is_ok() {
+        eprintln!(
+            "{desc:#?}\nsealed {} footer_lie {} block_lie {} bad_from {:?} len {} blocks {:?}",
+            f.sealed,
+            f.footer_lie,
+            f.block_lie,
+            f.bad_from,
+            f.bytes.len(),
+            f.honest.len()
+        );
+    }
     let scratch = forge::Scratch::new("segment_open");
     let dir = scratch.path();
     let path = dir.join(forge::segment_name(f.first_seq));
