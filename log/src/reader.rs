@@ -838,7 +838,10 @@ impl Records {
                 } => {
                     let seq = cursor.next_seq;
                     let path = cursor.segment().path.clone();
-                    if is_last && cursor.intact_block_after(offset)?.is_none() {
+                    // A segment that ends in a footer (the cursor stops before it)
+                    // was written whole: its damage is no torn write.
+                    let sealed = cursor.end < cursor.segment().len;
+                    if is_last && !sealed && cursor.intact_block_after(offset)?.is_none() {
                         // The end of what the writer has finished writing.
                         return Ok(None);
                     }

@@ -155,13 +155,14 @@ pub(crate) fn scan_segment(
                         None => corrupt(CorruptionKind::BlockHeader(detail)),
                     });
                 }
-                if let Some((_, footer_start)) = seg.read_footer()?
-                    && footer_start == offset
-                {
-                    scan.tail = Tail::Sealed { footer_start };
+                let footer_at = seg.read_footer()?.map(|(_, start)| start);
+                if footer_at == Some(offset) {
+                    scan.tail = Tail::Sealed { footer_start: offset };
                     break;
                 }
-                if cursor.intact_block_after(offset)?.is_some() {
+                // A footer after the damage is intact data too: the segment was written
+                // to its end, so the damage is no torn write.
+                if footer_at.is_some() || cursor.intact_block_after(offset)?.is_some() {
                     return Err(corrupt(CorruptionKind::DamageBeforeIntactData { detail }));
                 }
                 scan.tail = Tail::Torn { offset, detail };
