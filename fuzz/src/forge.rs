@@ -443,6 +443,10 @@ pub struct BlockInfo {
     pub honest: bool,
     /// The records it holds, as meant (a lying block's too).
     pub records: Vec<Rec>,
+    /// The records as its header and frames say (seqs and timestamps from a lying
+    /// header's), for a block whose lie shows only against the blocks before it (a
+    /// seq or a time out of place): read alone, after damage, it is intact.
+    pub intact_alone: Option<Vec<Rec>>,
 }
 
 /// A record to lay out: type, timestamp, payload.
@@ -544,6 +548,7 @@ impl SegmentForge {
         let mut body = Vec::new();
         let mut last_delta = 0u32;
         let mut recs = Vec::new();
+        let mut laid = Vec::new();
         for (i, (record_type, ts, payload)) in records.iter().enumerate() {
             let i = u32::try_from(i).unwrap_or(u32::MAX);
             let delta = u32::try_from(ts - first_ts).unwrap_or(u32::MAX);
@@ -575,6 +580,12 @@ impl SegmentForge {
             }
             last_delta = d.max(last_delta);
             body.extend_from_slice(&f);
+            laid.push(Rec {
+                seq,
+                ts: meta_first_ts.saturating_add(u64::from(d)),
+                record_type: *record_type,
+                payload: payload.clone(),
+            });
             recs.push(Rec {
                 seq: true_seq.wrapping_add(u64::from(i)),
                 ts: *ts,
@@ -645,6 +656,11 @@ impl SegmentForge {
             link: own,
             honest,
             records: recs,
+            intact_alone: matches!(
+                lie,
+                Some(BlockLie::SeqAhead(_) | BlockLie::SeqBehind(_) | BlockLie::TsBack(_))
+            )
+            .then_some(laid),
         });
         self.next_seq = true_seq.wrapping_add(u64::from(count));
         self.last_ts = self

@@ -199,7 +199,13 @@ pub fn log_block(data: &[u8]) {
         .as_ref()
         .ok()
         .filter(|(_, _, used)| *used == block.len());
+    // `verify` also decodes every prune record (type 0xFFFF) it meets, which the
+    // reference decoder does not: a block holding one may go either way there.
+    let holds_prune = oracle
+        .as_ref()
+        .is_ok_and(|(r, _, _)| r.iter().any(|r| r.record_type == forge::PRUNE_RECORD_TYPE));
     match verify(dir, None, None) {
+        Ok(_) | Err(_) if holds_prune => {}
         Ok(report) => match whole {
             Some((records, own, _)) => {
                 assert_eq!(report.records, records.len() as u64, "verify's count");

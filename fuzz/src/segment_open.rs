@@ -227,6 +227,9 @@ struct Forged {
     first_seq: u64,
     /// Records of every honest block, in order (those after a lie too).
     honest: Vec<Rec>,
+    /// Records of the lying blocks that are intact read alone (a seq or time out of
+    /// place): salvage, which reads around damage, may return them.
+    intact_alone: Vec<Rec>,
     /// Records of the blocks before the first byte that is not a well-formed block.
     prefix: Vec<Rec>,
     /// The chain point after the prefix.
@@ -296,6 +299,12 @@ fn forge_segment(desc: &Desc) -> Forged {
     }
     let block_lie = seg.first_lie().is_some();
     let honest = seg.honest_records();
+    let intact_alone: Vec<Rec> = seg
+        .blocks
+        .iter()
+        .filter_map(|b| b.intact_alone.clone())
+        .flatten()
+        .collect();
     let data_len = seg.bytes.len() as u64;
     let mut stray_header = false;
     match &desc.tail {
@@ -360,6 +369,7 @@ fn forge_segment(desc: &Desc) -> Forged {
         bytes: seg.bytes,
         first_seq,
         honest,
+        intact_alone,
         prefix,
         prefix_digest,
         sealed,
@@ -542,9 +552,12 @@ fn salvage(f: &Forged, reader: &LogReader, dir: &Path) {
     for w in got.windows(2) {
         assert!(w[0].seq < w[1].seq, "salvage went back in seqs");
     }
+    for w in got.windows(2) {
+        assert!(w[0].ts <= w[1].ts, "salvage went back in time");
+    }
     for r in &got {
         assert!(
-            f.honest.contains(r),
+            f.honest.contains(r) || f.intact_alone.contains(r),
             "salvage yielded a record the forger did not write whole: seq {}",
             r.seq
         );
