@@ -605,9 +605,12 @@ impl Records {
                 .checked_sub(back)
                 .or(k.checked_sub(1))
                 .map(|k| footer.index[k])
-                && e.offset >= pos
+                && e.offset > pos
                 && e.offset < end
             {
+                // An entry for the segment's first block gives nothing the segment
+                // header does not; the header's first seq and link are the ones the
+                // first block must continue, whatever an entry says.
                 pos = e.offset;
                 start = ChainPoint {
                     next_seq: e.first_seq,
