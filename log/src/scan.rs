@@ -160,10 +160,24 @@ pub(crate) fn scan_segment(
                     scan.tail = Tail::Sealed { footer_start: offset };
                     break;
                 }
-                // A footer after the damage is intact data too: the segment was written
-                // to its end, so the damage is no torn write.
-                if footer_at.is_some() || cursor.intact_block_after(offset)?.is_some() {
-                    return Err(corrupt(CorruptionKind::DamageBeforeIntactData { detail }));
+                // Intact data after the damage (an intact block header, or the footer:
+                // a segment that ends in one was written to its end) is refused, unless
+                // the damage is a page a power loss kept from the disk: what follows it
+                // was never synced (the pages of synced data all reached the disk), and
+                // is cut with it.
+                let mut detail = detail;
+                let intact = match (cursor.intact_block_after(offset)?, footer_at) {
+                    (Some(block), Some(footer)) => Some(block.min(footer)),
+                    (block, footer) => block.or(footer),
+                };
+                if let Some(intact) = intact {
+                    if !cursor.lost_page_between(offset, intact)? {
+                        return Err(corrupt(CorruptionKind::DamageBeforeIntactData { detail }));
+                    }
+                    detail = format!(
+                        "{detail}; a page of zeros before intact data at byte {intact}: \
+                         unsynced data a power loss kept from the disk"
+                    );
                 }
                 scan.tail = Tail::Torn { offset, detail };
                 break;
