@@ -157,7 +157,9 @@ pub(crate) fn scan_segment(
                 }
                 let footer_at = seg.read_footer()?.map(|(_, start)| start);
                 if footer_at == Some(offset) {
-                    scan.tail = Tail::Sealed { footer_start: offset };
+                    scan.tail = Tail::Sealed {
+                        footer_start: offset,
+                    };
                     break;
                 }
                 // Intact data after the damage (an intact block header, or the footer:
