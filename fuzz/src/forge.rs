@@ -376,7 +376,8 @@ pub fn decode_frames(frames: &[u8], m: &BlockMeta, check_crc: bool) -> Result<Ve
         prev_delta = delta;
         out.push(Rec {
             seq,
-            ts: m.first_ts + u64::from(delta),
+            // Past `u64::MAX` the last timestamp check below refuses the block.
+            ts: m.first_ts.wrapping_add(u64::from(delta)),
             record_type,
             payload: payload.to_vec(),
         });
