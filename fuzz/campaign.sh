@@ -22,7 +22,8 @@ RUSTC_BOOTSTRAP=1 cargo fuzz build -s "$sanitizer" $targets >&2 || exit 1
 
 run_one() {
     local target="$1"
-    RUSTC_BOOTSTRAP=1 cargo fuzz run -s "$sanitizer" "$target" -- \
+    mkdir -p "work/$target"
+    RUSTC_BOOTSTRAP=1 cargo fuzz run -s "$sanitizer" "$target" "work/$target" "corpus/$target" -- \
         -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
         > "$logs/$target.log" 2>&1
     echo $? > "$logs/$target.rc"
@@ -45,7 +46,7 @@ for target in $targets; do
     log="$logs/$target.log"
     execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)"
     secs="$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' | tail -1)"
-    corpus="$(find "corpus/$target" -type f 2>/dev/null | wc -l)"
+    corpus="$(find "work/$target" "corpus/$target" -type f 2>/dev/null | wc -l)"
     if [ "$(cat "$logs/$target.rc")" = 0 ]; then
         result=clean
     else
