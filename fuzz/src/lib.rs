@@ -8,14 +8,28 @@
 //! accepted reads back the same, errors name what and where), not only that nothing
 //! panics.
 
+pub mod forge;
+mod log_block;
+mod log_directory;
 mod model;
 mod policy;
+mod reading;
+mod segment_open;
 
+pub use log_block::log_block;
+pub use log_directory::log_directory;
 pub use model::model;
 pub use policy::policy_toml;
+pub use segment_open::segment_open;
 
 /// A target's body: it panics when the bytes break a property it checks.
 pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its `fuzz_targets/` file and corpus directory.
-pub const TARGETS: &[(&str, Target)] = &[("model", model), ("policy_toml", policy_toml)];
+pub const TARGETS: &[(&str, Target)] = &[
+    ("policy_toml", policy_toml),
+    ("log_block", log_block),
+    ("segment_open", segment_open),
+    ("log_directory", log_directory),
+    ("model", model),
+];

@@ -605,9 +605,12 @@ impl Records {
                 .checked_sub(back)
                 .or(k.checked_sub(1))
                 .map(|k| footer.index[k])
-                && e.offset >= pos
+                && e.offset > pos
                 && e.offset < end
             {
+                // An entry for the segment's first block gives nothing the segment
+                // header does not; the header's first seq and link are the ones the
+                // first block must continue, whatever an entry says.
                 pos = e.offset;
                 start = ChainPoint {
                     next_seq: e.first_seq,
@@ -838,7 +841,10 @@ impl Records {
                 } => {
                     let seq = cursor.next_seq;
                     let path = cursor.segment().path.clone();
-                    if is_last && cursor.intact_block_after(offset)?.is_none() {
+                    // A segment that ends in a footer (the cursor stops before it)
+                    // was written whole: its damage is no torn write.
+                    let sealed = cursor.end < cursor.segment().len;
+                    if is_last && !sealed && cursor.intact_block_after(offset)?.is_none() {
                         // The end of what the writer has finished writing.
                         return Ok(None);
                     }

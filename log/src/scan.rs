@@ -155,17 +155,24 @@ pub(crate) fn scan_segment(
                         None => corrupt(CorruptionKind::BlockHeader(detail)),
                     });
                 }
-                if let Some((_, footer_start)) = seg.read_footer()?
-                    && footer_start == offset
-                {
-                    scan.tail = Tail::Sealed { footer_start };
+                let footer_at = seg.read_footer()?.map(|(_, start)| start);
+                if footer_at == Some(offset) {
+                    scan.tail = Tail::Sealed {
+                        footer_start: offset,
+                    };
                     break;
                 }
-                // Intact data after the damage is refused, unless the damage is a page
-                // a power loss kept from the disk: what follows it was never synced
-                // (the pages of synced data all reached the disk), and is cut with it.
+                // Intact data after the damage (an intact block header, or the footer:
+                // a segment that ends in one was written to its end) is refused, unless
+                // the damage is a page a power loss kept from the disk: what follows it
+                // was never synced (the pages of synced data all reached the disk), and
+                // is cut with it.
                 let mut detail = detail;
-                if let Some(intact) = cursor.intact_block_after(offset)? {
+                let intact = match (cursor.intact_block_after(offset)?, footer_at) {
+                    (Some(block), Some(footer)) => Some(block.min(footer)),
+                    (block, footer) => block.or(footer),
+                };
+                if let Some(intact) = intact {
                     if !cursor.lost_page_between(offset, intact)? {
                         return Err(corrupt(CorruptionKind::DamageBeforeIntactData { detail }));
                     }
