@@ -19,7 +19,6 @@ mod damage;
 mod demo;
 mod digest;
 mod export;
-mod json_input;
 mod kb;
 mod range;
 mod record;

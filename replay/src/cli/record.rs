@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use blackbox::policy::Policy;
 use blackbox::{Config, Counters, Durability, Event, LogOptions, Recorder};
-use blackbox_log::Shown;
+use blackbox_replay::record_input::{Line, Reply, asks_reply, parse_line};
 use serde_json::{Map, Value, json};
 
 use super::{CliError, DirArg, key_from, size_arg};
@@ -75,30 +75,6 @@ pub struct Args {
     /// Accepted for uniformity: `record` always prints JSON (one object a line).
     #[arg(long)]
     json: bool,
-}
-
-/// One parsed input line.
-#[derive(Debug)]
-enum Line {
-    Event {
-        kind: String,
-        source: Option<String>,
-        payload: Option<String>,
-        values: Vec<(String, f64)>,
-        event_time_ns: Option<u64>,
-        /// Written through `record_evidence` and answered with its seq.
-        ack: bool,
-    },
-    Kb(super::record_kb::KbOp),
-    Set {
-        key: String,
-        value: Value,
-    },
-    Del {
-        key: String,
-    },
-    Checkpoint,
-    Sync,
 }
 
 /// What one run did, counted as it goes (the signal handler reads it from its thread).
@@ -412,39 +388,6 @@ fn feed(recorder: &Recorder, args: &Args, tally: &Tally) -> Result<(), CliError>
     }
 }
 
-/// Which reply a line asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reply {
-    None,
-    /// An event sent with `"ack": true`.
-    Ack,
-    /// A knowledge-base operation.
-    Kb,
-}
-
-/// The fields of a line that say which reply it asks for; every other field is passed
-/// over unread (a number out of range among them included).
-#[derive(serde::Deserialize)]
-struct Asks {
-    #[serde(default)]
-    op: Option<Value>,
-    #[serde(default)]
-    ack: Option<Value>,
-}
-
-/// Which reply a line that could not be applied asked for, as far as it can be read.
-fn asks_reply(text: &str) -> Reply {
-    let Ok(asks) = serde_json::from_str::<Asks>(text) else {
-        return Reply::None;
-    };
-    match asks.op {
-        Some(Value::String(op)) if op.starts_with("kb.") => Reply::Kb,
-        Some(_) => Reply::None,
-        None if asks.ack == Some(Value::Bool(true)) => Reply::Ack,
-        None => Reply::None,
-    }
-}
-
 /// What a reply answers, for the error when it cannot be written.
 #[derive(Debug, Clone, Copy)]
 enum Answering {
@@ -582,132 +525,6 @@ fn apply(
             )?;
             Ok(Ok(()))
         }
-    }
-}
-
-impl Line {
-    /// Whether the line asks for a reply: an event sent with `"ack": true`, a
-    /// knowledge-base operation, a sync.
-    fn asks_reply(&self) -> bool {
-        match self {
-            Line::Event { ack, .. } => *ack,
-            Line::Kb(_) | Line::Sync => true,
-            Line::Set { .. } | Line::Del { .. } | Line::Checkpoint => false,
-        }
-    }
-}
-
-/// Parses one line; the error says what is wrong with it.
-fn parse_line(text: &str) -> Result<Line, String> {
-    let value = super::json_input::parse_strict(text)?;
-    let Value::Object(mut obj) = value else {
-        return Err("expected a JSON object, like {\"kind\": \"action.grasp\"}".to_owned());
-    };
-    if let Some(op) = obj.remove("op") {
-        let Value::String(op) = op else {
-            return Err(
-                "\"op\" must be a string: set, del, checkpoint, sync or a kb.* operation"
-                    .to_owned(),
-            );
-        };
-        if op.starts_with("kb.") {
-            return super::record_kb::parse(&op, obj).map(Line::Kb);
-        }
-        let line = match op.as_str() {
-            "set" => Line::Set {
-                key: take_string(&mut obj, "key")?.ok_or("{\"op\": \"set\"} needs a \"key\"")?,
-                value: obj
-                    .remove("value")
-                    .ok_or("{\"op\": \"set\"} needs a \"value\"")?,
-            },
-            "del" => Line::Del {
-                key: take_string(&mut obj, "key")?.ok_or("{\"op\": \"del\"} needs a \"key\"")?,
-            },
-            "checkpoint" => Line::Checkpoint,
-            "sync" => Line::Sync,
-            other => {
-                return Err(format!(
-                    "unknown op {}: expected set, del, checkpoint, sync, {}",
-                    Shown(other),
-                    super::record_kb::OPS.join(", ")
-                ));
-            }
-        };
-        if let Some(field) = obj.keys().next() {
-            return Err(format!(
-                "unknown field {} in {{\"op\": {op:?}}}",
-                Shown(field)
-            ));
-        }
-        return Ok(line);
-    }
-    let kind = take_string(&mut obj, "kind")?
-        .ok_or("an event needs a \"kind\", like {\"kind\": \"action.grasp\"} (or an \"op\")")?;
-    blackbox::policy::validate_kind(&kind).map_err(|e| e.to_string())?;
-    let source = take_string(&mut obj, "source")?;
-    let payload = obj
-        .remove("payload")
-        .map(|p| serde_json::to_string(&p).map_err(|e| format!("payload: {e}")))
-        .transpose()?;
-    let mut values = Vec::new();
-    match obj.remove("values") {
-        None => {}
-        Some(Value::Object(map)) => {
-            for (name, v) in map {
-                let x = v
-                    .as_f64()
-                    .ok_or_else(|| format!("value {} is not a number", Shown(&name)))?;
-                values.push((name, x));
-            }
-        }
-        Some(_) => {
-            return Err(
-                "\"values\" must be an object of numbers, like {\"force\": 3.2}".to_owned(),
-            );
-        }
-    }
-    let event_time_ns = match obj.remove("event_time") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => {
-            Some(blackbox_replay::parse_time(&s).map_err(|e| format!("event_time: {e}"))?)
-        }
-        Some(Value::Number(n)) => Some(n.as_u64().ok_or_else(|| {
-            format!("event_time {n} is not a whole, non-negative count of nanoseconds")
-        })?),
-        Some(_) => {
-            return Err(
-                "\"event_time\" must be RFC 3339 text or integer nanoseconds since the epoch"
-                    .to_owned(),
-            );
-        }
-    };
-    let ack = match obj.remove("ack") {
-        None => false,
-        Some(Value::Bool(b)) => b,
-        Some(_) => return Err("\"ack\" must be true or false".to_owned()),
-    };
-    if let Some(field) = obj.keys().next() {
-        return Err(format!(
-            "unknown field {}: an event has kind, payload, values, source, event_time and ack",
-            Shown(field)
-        ));
-    }
-    Ok(Line::Event {
-        kind,
-        source,
-        payload,
-        values,
-        event_time_ns,
-        ack,
-    })
-}
-
-/// Removes a string field; an error if it is there but not a string.
-fn take_string(obj: &mut Map<String, Value>, field: &str) -> Result<Option<String>, String> {
-    match obj.remove(field) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("{field:?} must be a string")),
     }
 }
 

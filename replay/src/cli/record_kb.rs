@@ -6,9 +6,10 @@
 //! the same stream that were sent with `"ack": true` (those, and only those, have a seq
 //! the command knows: a plain event line gets its seq only when the writer writes it).
 
-use blackbox::kb::{Conditions, Provenance, Version};
+use blackbox::kb::Provenance;
 use blackbox::{Recorder, Seq};
-use serde_json::{Map, Value, json};
+use blackbox_replay::record_input::{Evidence, KbOp, What};
+use serde_json::{Value, json};
 
 use super::CliError;
 
@@ -42,162 +43,6 @@ impl AckedLines {
             .binary_search_by_key(&line, |&(l, _)| l)
             .ok()
             .map(|i| self.0[i].1)
-    }
-}
-
-/// One knowledge-base operation of the stream.
-#[derive(Debug)]
-pub struct KbOp {
-    what: What,
-    evidence: Vec<Evidence>,
-    message: String,
-    author: String,
-}
-
-#[derive(Debug)]
-enum What {
-    Put {
-        key: String,
-        value: Value,
-        confidence: f64,
-        conditions: Conditions,
-    },
-    Refute {
-        key: String,
-        value: Value,
-    },
-    Retract {
-        key: String,
-    },
-    Revert {
-        version: Version,
-    },
-}
-
-/// One cited record.
-#[derive(Debug, Clone, Copy)]
-enum Evidence {
-    /// A seq of the log.
-    Seq(u64),
-    /// The seq an earlier acknowledged event line of this stream got.
-    Line(u64),
-}
-
-/// The author of a commit whose line names none (as `blackbox kb`'s).
-const DEFAULT_AUTHOR: &str = "blackbox";
-
-/// The ops this module reads, as the `op` field spells them.
-pub const OPS: [&str; 4] = ["kb.put", "kb.refute", "kb.retract", "kb.revert"];
-
-/// Parses the fields of a `kb.*` line (`op` already removed); the error says what is
-/// wrong with it.
-pub fn parse(op: &str, mut obj: Map<String, Value>) -> Result<KbOp, String> {
-    let needs = |field: &str| format!("{{\"op\": {op:?}}} needs a {field:?}");
-    let key = |obj: &mut Map<String, Value>| match obj.remove("key") {
-        Some(Value::String(k)) => Ok(k),
-        Some(_) => Err("\"key\" must be a string".to_owned()),
-        None => Err(needs("key")),
-    };
-    let what = match op {
-        "kb.put" => {
-            let key = key(&mut obj)?;
-            let value = obj.remove("value").ok_or_else(|| needs("value"))?;
-            let confidence = match obj.remove("confidence") {
-                None => 0.5,
-                Some(Value::Number(n)) => n.as_f64().ok_or("\"confidence\" must be a number")?,
-                Some(_) => return Err("\"confidence\" must be a number between 0 and 1".into()),
-            };
-            let conditions = match obj.remove("conditions") {
-                None | Some(Value::Null) => Conditions::new(),
-                Some(Value::Object(c)) => c.into_iter().collect(),
-                Some(_) => {
-                    return Err(
-                        "\"conditions\" must be a JSON object, like {\"level\": 1}".to_owned()
-                    );
-                }
-            };
-            What::Put {
-                key,
-                value,
-                confidence,
-                conditions,
-            }
-        }
-        "kb.refute" => What::Refute {
-            key: key(&mut obj)?,
-            value: obj.remove("value").ok_or_else(|| needs("value"))?,
-        },
-        "kb.retract" => What::Retract {
-            key: key(&mut obj)?,
-        },
-        "kb.revert" => What::Revert {
-            version: match obj.remove("version") {
-                Some(Value::Number(n)) => n
-                    .as_u64()
-                    .ok_or("\"version\" must be a knowledge-base version (a whole number)")?,
-                Some(_) => {
-                    return Err(
-                        "\"version\" must be a knowledge-base version (a whole number)".into(),
-                    );
-                }
-                None => return Err(needs("version")),
-            },
-        },
-        other => {
-            return Err(format!("unknown op {other:?}: expected {}", OPS.join(", ")));
-        }
-    };
-    let evidence = match obj.remove("evidence") {
-        None => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(evidence_item)
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(_) => {
-            return Err(
-                "\"evidence\" must be an array of seqs or \"line:L\" references, like [308, \"line:4\"]"
-                    .to_owned(),
-            );
-        }
-    };
-    let message = match (obj.remove("message"), obj.remove("reason")) {
-        (Some(_), Some(_)) => {
-            return Err("give \"message\" or its alias \"reason\", not both".to_owned());
-        }
-        (Some(Value::String(m)), None) | (None, Some(Value::String(m))) => m,
-        (None, None) => String::new(),
-        _ => return Err("\"message\" (or \"reason\") must be a string".to_owned()),
-    };
-    let author = match obj.remove("author") {
-        None => DEFAULT_AUTHOR.to_owned(),
-        Some(Value::String(a)) => a,
-        Some(_) => return Err("\"author\" must be a string".to_owned()),
-    };
-    if let Some(field) = obj.keys().next() {
-        return Err(format!("unknown field {field:?} in {{\"op\": {op:?}}}"));
-    }
-    Ok(KbOp {
-        what,
-        evidence,
-        message,
-        author,
-    })
-}
-
-fn evidence_item(item: &Value) -> Result<Evidence, String> {
-    let bad = || {
-        format!("evidence {item} is neither a seq nor a \"line:L\" reference to an earlier line")
-    };
-    match item {
-        Value::Number(n) => n.as_u64().map(Evidence::Seq).ok_or_else(bad),
-        // Plain decimal digits only: `u64::from_str` also takes a leading '+'.
-        Value::String(s) => s
-            .strip_prefix("line:")
-            .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|l| l.parse::<u64>().ok())
-            .map(Evidence::Line)
-            .ok_or_else(bad),
-        _ => Err(bad()),
     }
 }
 
