@@ -8,12 +8,24 @@
 //! accepted reads back the same, errors name what and where), not only that nothing
 //! panics.
 
+mod arb;
+mod kb_commit;
 mod policy;
+mod record_line;
+mod recorder_records;
 
+pub use kb_commit::kb_commit;
 pub use policy::policy_toml;
+pub use record_line::record_line;
+pub use recorder_records::recorder_records;
 
 /// A target's body: it panics when the bytes break a property it checks.
 pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its `fuzz_targets/` file and corpus directory.
-pub const TARGETS: &[(&str, Target)] = &[("policy_toml", policy_toml)];
+pub const TARGETS: &[(&str, Target)] = &[
+    ("policy_toml", policy_toml),
+    ("recorder_records", recorder_records),
+    ("kb_commit", kb_commit),
+    ("record_line", record_line),
+];
