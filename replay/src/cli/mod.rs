@@ -22,7 +22,6 @@ mod export;
 mod kb;
 mod range;
 mod record;
-mod record_kb;
 mod release;
 mod replay;
 mod state;

@@ -3,7 +3,7 @@
 //! A line is an event `{"kind", "payload", "values", "source", "event_time", "ack"}`
 //! (only `kind` is required) or an operation `{"op": "set", "key", "value"}`, `{"op":
 //! "del", "key"}`, `{"op": "checkpoint"}`, `{"op": "sync"}`, or a knowledge-base
-//! operation (`kb.put`, `kb.refute`, `kb.retract`, `kb.revert`: see `record_kb`). Blank
+//! operation (`kb.put`, `kb.refute`, `kb.retract`, `kb.revert`: see `blackbox_replay::record_apply`). Blank
 //! lines are ignored; any other field is refused, so that a misspelt field is not
 //! dropped silently.
 //!
@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use blackbox::policy::Policy;
-use blackbox::{Config, Counters, Durability, Event, LogOptions, Recorder};
+use blackbox::{Config, Counters, Durability, LogOptions, Recorder};
+use blackbox_replay::record_apply::{AckedLines, Applied, apply_line};
 use blackbox_replay::record_input::{Line, Reply, asks_reply, parse_line};
 use serde_json::{Map, Value, json};
 
@@ -87,11 +88,11 @@ struct Tally {
     /// Knowledge-base operations refused (answered with an error; recording went on).
     refused: AtomicU64,
     /// The seq each event line sent with `"ack": true` got, by line number.
-    acked: Mutex<super::record_kb::AckedLines>,
+    acked: Mutex<AckedLines>,
 }
 
 /// The seqs of acknowledged lines (only the thread reading lines uses them).
-fn acked(tally: &Tally) -> std::sync::MutexGuard<'_, super::record_kb::AckedLines> {
+fn acked(tally: &Tally) -> std::sync::MutexGuard<'_, AckedLines> {
     tally.acked.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -428,8 +429,9 @@ fn reply(stdout: &io::Stdout, value: &Value, answering: Answering) -> Result<(),
         })
 }
 
-/// Applies line `number`. The outer error stops the run (the recorder or stdout failed);
-/// the inner one is the line's own problem (refused by the recorder).
+/// Applies line `number` and prints its reply. The outer error stops the run (the
+/// recorder or stdout failed); the inner one is the line's own problem (refused by the
+/// recorder).
 fn apply(
     recorder: &Recorder,
     line: Line,
@@ -437,95 +439,36 @@ fn apply(
     stdout: &io::Stdout,
     tally: &Tally,
 ) -> Result<Result<(), String>, CliError> {
-    match line {
-        Line::Kb(op) => match super::record_kb::apply(recorder, op, number, &acked(tally))? {
-            Ok(ack) => {
-                bump(&tally.ops);
-                reply(stdout, &ack, Answering::Recorded(number))?;
-                Ok(Ok(()))
-            }
-            Err(reason) => Ok(Err(reason)),
-        },
-        Line::Event {
-            kind,
-            source,
-            payload,
-            values,
-            event_time_ns,
-            ack,
-        } => {
-            let values: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-            let mut event = Event::new(&kind).values(&values);
-            if let Some(s) = &source {
-                event = event.source(s);
-            }
-            if let Some(p) = &payload {
-                event = event.json(p);
-            }
-            if let Some(t) = event_time_ns {
-                event = event.event_time_ns(t);
-            }
-            // An acknowledged event is written whatever its kind's tier: it may be cited.
-            let recorded = if ack {
-                recorder.record_evidence(&event).map(|seq| Some(seq.0))
-            } else {
-                recorder.record(&event).map(|()| None)
-            };
-            match recorded {
-                Ok(seq) => {
-                    bump(&tally.events);
-                    if let Some(seq) = seq {
-                        acked(tally).push(number, seq);
-                        reply(
-                            stdout,
-                            &json!({"line": number, "seq": seq}),
-                            Answering::Recorded(number),
-                        )?;
-                    }
-                    Ok(Ok(()))
-                }
-                Err(
-                    e @ (blackbox::Error::InvalidKind(_)
-                    | blackbox::Error::InvalidName { .. }
-                    | blackbox::Error::EventTooLarge { .. }
-                    | blackbox::Error::TooManyValues { .. }
-                    | blackbox::Error::NameLimit(_)),
-                ) => Ok(Err(e.to_string())),
-                Err(e) => Err(e.into()),
+    let applied = match apply_line(recorder, line, number, &mut acked(tally))? {
+        Ok(applied) => applied,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    match applied {
+        Applied::Event { seq } => {
+            bump(&tally.events);
+            if let Some(seq) = seq {
+                reply(
+                    stdout,
+                    &json!({"line": number, "seq": seq}),
+                    Answering::Recorded(number),
+                )?;
             }
         }
-        Line::Set { key, value } => match recorder.working().set(key, value) {
-            Ok(_) => {
-                bump(&tally.ops);
-                Ok(Ok(()))
-            }
-            Err(e @ blackbox::Error::WorkingMemoryTooLarge { .. }) => Ok(Err(e.to_string())),
-            Err(e) => Err(e.into()),
-        },
-        Line::Del { key } => {
-            recorder.working().remove(&key);
+        Applied::Op => bump(&tally.ops),
+        Applied::Kb(ack) => {
             bump(&tally.ops);
-            Ok(Ok(()))
+            reply(stdout, &ack, Answering::Recorded(number))?;
         }
-        Line::Checkpoint => match recorder.checkpoint() {
-            Ok(_) => {
-                bump(&tally.ops);
-                Ok(Ok(()))
-            }
-            Err(e @ blackbox::Error::CheckpointTooLarge { .. }) => Ok(Err(e.to_string())),
-            Err(e) => Err(e.into()),
-        },
-        Line::Sync => {
-            let seq = recorder.sync()?;
+        Applied::Synced(seq) => {
             bump(&tally.ops);
             reply(
                 stdout,
-                &json!({ "synced": seq.map(|s| s.0) }),
+                &json!({ "synced": seq }),
                 Answering::Recorded(number),
             )?;
-            Ok(Ok(()))
         }
     }
+    Ok(Ok(()))
 }
 
 /// The longest input line: twice the largest record the log takes (16 MiB), so any line

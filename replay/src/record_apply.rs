@@ -1,17 +1,114 @@
-//! Knowledge-base operations in `blackbox record`'s stream: `kb.put`, `kb.refute`,
-//! `kb.retract` and `kb.revert` lines, committed through the running recorder in log
-//! order when they arrive, and answered on stdout.
+//! Applying `blackbox record`'s lines ([`Line`], from
+//! [`parse_line`](crate::record_input::parse_line)) to a running recorder, as the
+//! command does: events recorded (through `record_evidence` when sent with `"ack":
+//! true`), working-memory operations, checkpoints and syncs, and knowledge-base
+//! operations committed in log order when they arrive. The command prints the replies;
+//! hosts and tests can feed a recorder the same way.
 //!
-//! A line's `evidence` holds seqs, or `"line:L"` references to earlier event lines of
-//! the same stream that were sent with `"ack": true` (those, and only those, have a seq
-//! the command knows: a plain event line gets its seq only when the writer writes it).
+//! A knowledge-base line's `evidence` holds seqs, or `"line:L"` references to earlier
+//! event lines of the same stream that were sent with `"ack": true` (those, and only
+//! those, have a seq the command knows: a plain event line gets its seq only when the
+//! writer writes it).
 
 use blackbox::kb::Provenance;
-use blackbox::{Recorder, Seq};
-use blackbox_replay::record_input::{Evidence, KbOp, What};
+use blackbox::{Event, Recorder, Seq};
 use serde_json::{Value, json};
 
-use super::CliError;
+use crate::record_input::{Evidence, KbOp, Line, What};
+
+/// What a line applied did, for its reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// An event recorded; with its seq when it was sent with `"ack": true`.
+    Event {
+        /// The seq it got, for an acknowledged event.
+        seq: Option<u64>,
+    },
+    /// A working-memory operation or a checkpoint.
+    Op,
+    /// A knowledge-base operation committed: its acknowledgement, `{"line", "version",
+    /// "outcome", "seq"}`.
+    Kb(Value),
+    /// A sync: the last seq durable.
+    Synced(Option<u64>),
+}
+
+/// Applies line `number` of a stream. The outer error stops the run (the recorder
+/// failed); the inner one is the line's own problem (refused by the recorder: a name
+/// or an event past the limits, a memory or checkpoint too large, a knowledge-base
+/// operation refused), in one sentence, and the recorder goes on. An acknowledged
+/// event's seq is noted in `acked`.
+///
+/// # Errors
+///
+/// [`blackbox::Error`] when the recorder or the knowledge base's view failed.
+pub fn apply_line(
+    recorder: &Recorder,
+    line: Line,
+    number: u64,
+    acked: &mut AckedLines,
+) -> Result<Result<Applied, String>, blackbox::Error> {
+    match line {
+        Line::Kb(op) => Ok(apply_kb(recorder, op, number, acked)?.map(Applied::Kb)),
+        Line::Event {
+            kind,
+            source,
+            payload,
+            values,
+            event_time_ns,
+            ack,
+        } => {
+            let values: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            let mut event = Event::new(&kind).values(&values);
+            if let Some(s) = &source {
+                event = event.source(s);
+            }
+            if let Some(p) = &payload {
+                event = event.json(p);
+            }
+            if let Some(t) = event_time_ns {
+                event = event.event_time_ns(t);
+            }
+            // An acknowledged event is written whatever its kind's tier: it may be cited.
+            let recorded = if ack {
+                recorder.record_evidence(&event).map(|seq| Some(seq.0))
+            } else {
+                recorder.record(&event).map(|()| None)
+            };
+            match recorded {
+                Ok(seq) => {
+                    if let Some(seq) = seq {
+                        acked.push(number, seq);
+                    }
+                    Ok(Ok(Applied::Event { seq }))
+                }
+                Err(
+                    e @ (blackbox::Error::InvalidKind(_)
+                    | blackbox::Error::InvalidName { .. }
+                    | blackbox::Error::EventTooLarge { .. }
+                    | blackbox::Error::TooManyValues { .. }
+                    | blackbox::Error::NameLimit(_)),
+                ) => Ok(Err(e.to_string())),
+                Err(e) => Err(e),
+            }
+        }
+        Line::Set { key, value } => match recorder.working().set(key, value) {
+            Ok(_) => Ok(Ok(Applied::Op)),
+            Err(e @ blackbox::Error::WorkingMemoryTooLarge { .. }) => Ok(Err(e.to_string())),
+            Err(e) => Err(e),
+        },
+        Line::Del { key } => {
+            recorder.working().remove(&key);
+            Ok(Ok(Applied::Op))
+        }
+        Line::Checkpoint => match recorder.checkpoint() {
+            Ok(_) => Ok(Ok(Applied::Op)),
+            Err(e @ blackbox::Error::CheckpointTooLarge { .. }) => Ok(Err(e.to_string())),
+            Err(e) => Err(e),
+        },
+        Line::Sync => Ok(Ok(Applied::Synced(recorder.sync()?.map(|s| s.0)))),
+    }
+}
 
 /// The seq each event line sent with `"ack": true` got, by line number, for `"line:L"`
 /// references: kept for the whole run, as pairs in line order (lines only grow), found
@@ -52,13 +149,13 @@ impl AckedLines {
 ///
 /// # Errors
 ///
-/// [`CliError`] when the knowledge base cannot be opened or the recorder failed.
-pub fn apply(
+/// [`blackbox::Error`] when the knowledge base cannot be opened or the recorder failed.
+fn apply_kb(
     recorder: &Recorder,
     op: KbOp,
     line: u64,
     acked: &AckedLines,
-) -> Result<Result<Value, String>, CliError> {
+) -> Result<Result<Value, String>, blackbox::Error> {
     let mut seqs = Vec::with_capacity(op.evidence.len());
     for e in &op.evidence {
         seqs.push(match *e {
@@ -101,7 +198,7 @@ pub fn apply(
             "seq": c.seq,
         }))),
         Err(e) if refused(&e) => Ok(Err(e.to_string())),
-        Err(e) => Err(blackbox::Error::from(e).into()),
+        Err(e) => Err(blackbox::Error::from(e)),
     }
 }
 
