@@ -1,9 +1,16 @@
 //! `blackbox record`'s input: lines of JSON (events, working-memory operations, syncs,
 //! checkpoints, knowledge-base operations) through the parser the command uses
-//! (`record_input::parse_line`).
+//! (`record_input::parse_line`), and through the recording path it uses
+//! (`record_apply::apply_line`) into a temporary log.
 //!
-//! The first byte picks the mode (see [`record_line`]); the rest is the stream, one line
-//! a `\n`. Every line the parser takes must say what an independent reading of its JSON
+//! The first byte picks the mode: even, the lines are parsed; odd, they are also
+//! applied, in order, to a recorder on a new log (as `blackbox record` applies them,
+//! with its default durability), which is then closed: the log must verify (every
+//! checksum and the hash chain) and hold exactly the events the recorder took, in
+//! order, with their fields, an acknowledged one at the seq its acknowledgement gave;
+//! a line the recorder refuses gets one sentence as the parser's refusals do, and a
+//! knowledge-base operation committed is acknowledged with its line's number. The rest
+//! of the input is the stream, one line a `\n`. Every line the parser takes must say what an independent reading of its JSON
 //! (plain serde_json, then the GUIDE's rules for each field) says it holds: the kind,
 //! source, payload, values, event time and ack of an event; the key and value of a set
 //! or a removal; the op, operands, evidence, message and author of a knowledge-base
@@ -11,20 +18,24 @@
 //! empty, on one line, no control character, and short (input echoed in it is cut).
 
 use blackbox::policy::validate_kind;
-use blackbox_replay::parse_time;
+use blackbox::{Config, Durability, Recorder};
+use blackbox_replay::record_apply::{AckedLines, Applied, apply_line};
 use blackbox_replay::record_input::{Evidence, Line, Reply, What, asks_reply, parse_line};
+use blackbox_replay::{Body, Payload, Query, RecordType, Replay, parse_time};
 use serde_json::{Map, Value};
 
 /// The longest refusal: a sentence, with at most a few inputs echoed in it, each cut to
 /// its first 128 characters (`Shown`).
 const REFUSAL_CHARS_MAX: usize = 1_000;
 
-/// The target: each line of the stream (bytes after the first) through the parser.
+/// The target: see the module's documentation.
 pub fn record_line(data: &[u8]) {
-    let Some((_, stream)) = data.split_first() else {
+    let Some((&mode, stream)) = data.split_first() else {
         return;
     };
-    for line in stream.split(|&b| b == b'\n') {
+    let mut taken = Vec::new();
+    // Numbered as the command numbers them: every line, blank ones included.
+    for (number, line) in (1u64..).zip(stream.split(|&b| b == b'\n')) {
         let Ok(text) = std::str::from_utf8(line) else {
             // The command refuses a line that is not UTF-8 before parsing it.
             continue;
@@ -33,9 +44,153 @@ pub fn record_line(data: &[u8]) {
             continue;
         }
         match parse_line(text) {
-            Ok(parsed) => check_taken(text, &parsed),
+            Ok(parsed) => {
+                check_taken(text, &parsed);
+                taken.push((number, text, parsed));
+            }
             Err(reason) => check_refusal(text, &reason),
         }
+    }
+    if mode % 2 == 1 {
+        record(taken);
+    }
+}
+
+/// An event the recorder took, as the log must hold it.
+#[derive(Debug)]
+struct Taken {
+    kind: String,
+    source: Option<String>,
+    payload: Option<Value>,
+    values: Vec<(String, u64)>,
+    event_time_ns: Option<u64>,
+    /// The seq its acknowledgement gave.
+    seq: Option<u64>,
+}
+
+/// The lines the parser took, applied to a recorder on a new log; then the log read
+/// back.
+fn record(lines: Vec<(u64, &str, Line)>) {
+    let dir = match tempfile::Builder::new()
+        .prefix("record_line")
+        .tempdir_in(scratch())
+    {
+        Ok(dir) => dir,
+        Err(e) => panic!("cannot make a temporary directory: {e}"),
+    };
+    let recorder = Recorder::open(dir.path(), Config::new().durability(Durability::Flush))
+        .unwrap_or_else(|e| panic!("cannot open a recorder on a new log: {e}"));
+    let mut acked = AckedLines::default();
+    let mut events = Vec::new();
+    for (number, text, line) in lines {
+        let event = match &line {
+            Line::Event {
+                kind,
+                source,
+                payload,
+                values,
+                event_time_ns,
+                ..
+            } => Some(Taken {
+                kind: kind.clone(),
+                source: source.clone(),
+                payload: payload.as_deref().map(|p| {
+                    serde_json::from_str(p)
+                        .unwrap_or_else(|e| panic!("a payload parsed is not JSON: {e}"))
+                }),
+                values: values
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_bits()))
+                    .collect(),
+                event_time_ns: *event_time_ns,
+                seq: None,
+            }),
+            _ => None,
+        };
+        match apply_line(&recorder, line, number, &mut acked) {
+            Err(e) => panic!("the recorder failed on line {number} ({e}): {text:?}"),
+            Ok(Err(reason)) => check_refusal(text, &reason),
+            Ok(Ok(applied)) => match (applied, event) {
+                (Applied::Event { seq }, Some(mut event)) => {
+                    event.seq = seq;
+                    events.push(event);
+                }
+                (Applied::Kb(ack), None) => {
+                    assert_eq!(ack["line"], Value::from(number), "a commit's line");
+                }
+                (Applied::Op | Applied::Synced(_), None) => {}
+                (applied, event) => panic!("line {number} ({event:?}) applied as {applied:?}"),
+            },
+        }
+    }
+    recorder
+        .close()
+        .unwrap_or_else(|e| panic!("the recorder cannot close its log: {e}"));
+    let report = blackbox::log::verify(dir.path(), None, None)
+        .unwrap_or_else(|e| panic!("the log recorded does not verify: {e}"));
+    assert!(report.torn_tail.is_none(), "a log closed has a torn tail");
+    let query = Query::new().types([RecordType::Event]);
+    let replay = Replay::open(dir.path(), &query)
+        .unwrap_or_else(|e| panic!("the log recorded cannot be replayed: {e}"));
+    let mut held = Vec::new();
+    for record in replay {
+        let record = record.unwrap_or_else(|e| panic!("the log recorded cannot be read: {e}"));
+        let Body::Event(e) = record.body else {
+            panic!("a read of events gave {:?}", record.body);
+        };
+        held.push(Taken {
+            kind: e.kind,
+            source: e.source,
+            payload: match e.payload {
+                Payload::None => None,
+                Payload::Json(v) => Some(v),
+                Payload::Raw(bytes) => panic!("a JSON payload reads back raw: {bytes:?}"),
+            },
+            values: e
+                .values
+                .into_iter()
+                .map(|(k, v)| (k, v.to_bits()))
+                .collect(),
+            event_time_ns: e.event_time_ns,
+            seq: Some(record.seq),
+        });
+    }
+    assert_eq!(
+        held.len(),
+        events.len(),
+        "the log holds {held:?}, taken {events:?}"
+    );
+    for (got, want) in held.iter().zip(&events) {
+        assert_eq!(
+            (
+                &got.kind,
+                &got.source,
+                &got.payload,
+                &got.values,
+                got.event_time_ns
+            ),
+            (
+                &want.kind,
+                &want.source,
+                &want.payload,
+                &want.values,
+                want.event_time_ns
+            ),
+            "an event read back"
+        );
+        if want.seq.is_some() {
+            assert_eq!(got.seq, want.seq, "an acknowledged event's seq");
+        }
+    }
+}
+
+/// Where the temporary logs go: memory when the system has it (`/dev/shm`).
+fn scratch() -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_owned()
+    } else {
+        std::env::temp_dir()
     }
 }
 
