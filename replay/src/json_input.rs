@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use blackbox_log::Shown;
+use blackbox_log::{SHOWN_CHARS_MAX, Shown};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
@@ -53,13 +53,34 @@ pub fn json_error(e: &serde_json::Error) -> String {
                 .and_then(|rest| rest.rsplit_once('|'))
             {
                 return format!(
-                    "{path}: the number ending at column {column} is out of range: a number must be finite and within ±1.7976931348623157e308 (a 64-bit float)"
+                    "{}: the number ending at column {column} is out of range: a number must be finite and within ±1.7976931348623157e308 (a 64-bit float)",
+                    shown_path(path)
                 );
             }
             format!("{ours} (at column {})", e.column())
         }
         Category::Io => "it could not be read".to_owned(),
     }
+}
+
+/// The path to a value (`values.force`, `value.mass[1]`) as a message shows it: as it
+/// is, but a control character in a key escaped (`\n`), so the message stays on one
+/// line, and cut as [`Shown`] cuts input (its first [`SHOWN_CHARS_MAX`] characters,
+/// then `…` and its length in bytes), so a long key is not printed whole.
+fn shown_path(path: &str) -> String {
+    let mut shown = String::new();
+    for (i, c) in path.chars().enumerate() {
+        if i == SHOWN_CHARS_MAX {
+            shown.push_str(&format!("… ({} bytes)", path.len()));
+            break;
+        }
+        if c.is_control() {
+            shown.extend(c.escape_debug());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
 }
 
 /// How a number out of range travels up from where serde_json found it: this, the path

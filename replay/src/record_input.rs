@@ -7,7 +7,7 @@
 //! gives; hosts and tests can check lines the same way without recording them.
 
 use blackbox::kb::{Conditions, Version};
-use blackbox_log::Shown;
+use blackbox_log::{SHOWN_CHARS_MAX, Shown};
 use serde_json::{Map, Value};
 
 /// One parsed input line.
@@ -330,7 +330,8 @@ pub fn parse_kb(op: &str, mut obj: Map<String, Value>) -> Result<KbOp, String> {
         },
         other => {
             return Err(format!(
-                "unknown op {other:?}: expected {}",
+                "unknown op {}: expected {}",
+                Shown(other),
                 KB_OPS.join(", ")
             ));
         }
@@ -362,7 +363,10 @@ pub fn parse_kb(op: &str, mut obj: Map<String, Value>) -> Result<KbOp, String> {
         Some(_) => return Err("\"author\" must be a string".to_owned()),
     };
     if let Some(field) = obj.keys().next() {
-        return Err(format!("unknown field {field:?} in {{\"op\": {op:?}}}"));
+        return Err(format!(
+            "unknown field {} in {{\"op\": {op:?}}}",
+            Shown(field)
+        ));
     }
     Ok(KbOp {
         what,
@@ -372,9 +376,23 @@ pub fn parse_kb(op: &str, mut obj: Map<String, Value>) -> Result<KbOp, String> {
     })
 }
 
+/// A JSON value as a message shows it: its compact text, cut as [`Shown`] cuts input
+/// (its first [`SHOWN_CHARS_MAX`] characters, then `…` and its length in bytes). JSON
+/// text holds no control character: it prints on one line.
+fn shown_json(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(SHOWN_CHARS_MAX) {
+        None => text,
+        Some((end, _)) => format!("{}… ({} bytes)", &text[..end], text.len()),
+    }
+}
+
 fn evidence_item(item: &Value) -> Result<Evidence, String> {
     let bad = || {
-        format!("evidence {item} is neither a seq nor a \"line:L\" reference to an earlier line")
+        format!(
+            "evidence {} is neither a seq nor a \"line:L\" reference to an earlier line",
+            shown_json(item)
+        )
     };
     match item {
         Value::Number(n) => n.as_u64().map(Evidence::Seq).ok_or_else(bad),
