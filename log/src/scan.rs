@@ -161,8 +161,18 @@ pub(crate) fn scan_segment(
                     scan.tail = Tail::Sealed { footer_start };
                     break;
                 }
-                if cursor.intact_block_after(offset)?.is_some() {
-                    return Err(corrupt(CorruptionKind::DamageBeforeIntactData { detail }));
+                // Intact data after the damage is refused, unless the damage is a page
+                // a power loss kept from the disk: what follows it was never synced
+                // (the pages of synced data all reached the disk), and is cut with it.
+                let mut detail = detail;
+                if let Some(intact) = cursor.intact_block_after(offset)? {
+                    if !cursor.lost_page_between(offset, intact)? {
+                        return Err(corrupt(CorruptionKind::DamageBeforeIntactData { detail }));
+                    }
+                    detail = format!(
+                        "{detail}; a page of zeros before intact data at byte {intact}: \
+                         unsynced data a power loss kept from the disk"
+                    );
                 }
                 scan.tail = Tail::Torn { offset, detail };
                 break;

@@ -242,7 +242,8 @@ pub(crate) struct SegmentFile {
 #[derive(Debug)]
 pub(crate) enum HeaderState {
     Ok(SegmentFile),
-    /// The file is shorter than a header, or all zero: a creation a crash cut short.
+    /// The file is shorter than a header, all zero, or only a header that fails its
+    /// checksum and ends in zeros: a creation a crash cut short.
     Torn {
         path: PathBuf,
         len: u64,
@@ -287,8 +288,17 @@ impl SegmentFile {
                 });
             }
         }
-        let header = SegmentHeader::decode(&head)
-            .map_err(|why| Error::from(corrupt(CorruptionKind::SegmentHeader(why))))?;
+        let header = match SegmentHeader::decode(&head) {
+            Ok(header) => header,
+            // A header torn by a power loss: the file holds the header's length (its
+            // length reached the disk) and its last bytes, the checksum's, are zeros
+            // (they did not). The header is synced before anything is written after
+            // it, so such a file holds nothing else and nothing is lost with it.
+            Err(_) if len == SEGMENT_HEADER_LEN as u64 && head[SEGMENT_HEADER_LEN - 1] == 0 => {
+                return Ok(HeaderState::Torn { path, len });
+            }
+            Err(why) => return Err(corrupt(CorruptionKind::SegmentHeader(why)).into()),
+        };
         if header.version == 0 {
             return Err(corrupt(CorruptionKind::SegmentHeader("version 0".to_owned())).into());
         }
@@ -483,6 +493,11 @@ pub(crate) enum Step {
 
 /// The most a cursor reads at once: what a scan reads per call once it is under way.
 const CHUNK_BYTES: usize = 1 << 20;
+
+/// The page size in which recovery recognizes data a power loss kept from the disk
+/// ([`BlockCursor::lost_page_between`]): 4 KiB, the smallest page of the systems the log
+/// runs on (a larger page ends on a 4 KiB boundary too).
+pub(crate) const LOST_PAGE_BYTES: u64 = 4096;
 /// What a cursor reads first after a seek (or at its start): a little more than one
 /// block of the default size. Each read that continues where the last one ended reads
 /// twice as much, up to [`CHUNK_BYTES`]: a scan soon reads 1 MiB a call, while a read
@@ -851,6 +866,28 @@ impl BlockCursor {
     /// The segment this cursor reads.
     pub(crate) fn segment(&self) -> &SegmentFile {
         &self.seg
+    }
+
+    /// Whether `[offset, until)` holds the trace of a page that a power loss kept from
+    /// the disk: a stretch of zeros from `offset`, or from a page boundary after it, to
+    /// the end of its page ([`LOST_PAGE_BYTES`]), wholly before `until`. Unsynced data
+    /// reaches the disk page by page, in any order; a page that did not reads as its
+    /// old content, which past the synced end of an appended file is zeros. Damage
+    /// that leaves no such stretch (a flipped byte, a rewritten block) is not this.
+    pub(crate) fn lost_page_between(&mut self, offset: u64, until: u64) -> Result<bool> {
+        let mut page_end = (offset / LOST_PAGE_BYTES + 1) * LOST_PAGE_BYTES;
+        while page_end <= until.min(self.end) {
+            let from = offset.max(page_end - LOST_PAGE_BYTES);
+            let n = usize::try_from(page_end - from).unwrap_or(usize::MAX);
+            let Some(start) = self.window(from, n)? else {
+                return Ok(false);
+            };
+            if self.chunk.bytes()[start..start + n].iter().all(|&b| b == 0) {
+                return Ok(true);
+            }
+            page_end += LOST_PAGE_BYTES;
+        }
+        Ok(false)
     }
 
     /// Whether an intact-looking block header (magic and checksum) starts anywhere in

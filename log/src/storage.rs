@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -502,6 +502,487 @@ impl WriteFile for SmallDiskFile {
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.inner.truncate(len)?;
         self.disk.state.sizes.lock().insert(self.path.clone(), len);
+        Ok(())
+    }
+}
+
+/// The page size of [`PowerLossStorage`]: the unit in which unsynced data reaches the
+/// disk, or does not.
+pub const SIM_PAGE_BYTES: u64 = 4096;
+
+/// A [`Storage`] over the real file system that remembers, for every file it writes
+/// through, what the disk would hold after a power loss, and builds such a disk image
+/// on demand ([`PowerLossStorage::crash_image`]).
+///
+/// The files on disk always hold what the page cache would (readers read them with
+/// `std::fs`); fsyncs are not passed to the disk, only recorded. What is assumed of the
+/// file system and the OS (the image follows it):
+///
+/// - `fdatasync` of a file makes its data and length durable: that content survives;
+/// - the data written since (appends, cuts, allocations) is in 4 KiB pages, each of
+///   which reaches the disk or not, independently of the others and in any order; a
+///   page that did not reads as its old content: the synced bytes, zeros past the old
+///   end (a hole or an unwritten extent, as ext4 and XFS give, never another file's
+///   data);
+/// - the length is journaled in the order of the calls that changed it: after a crash it
+///   is the length after some prefix of them (from the synced length to the current
+///   one), so a file may end before a page that reached the disk, or past one that did
+///   not (which reads as zeros);
+/// - the last write is torn at a random byte: its bytes from there on read as old;
+/// - the directory's entries (files created, removed) are durable after `sync_dir` of
+///   the directory; those changed since survive as a prefix in call order (a journal):
+///   a file created since may be missing, a file removed since may be back with the
+///   content it had.
+#[derive(Debug, Clone)]
+pub struct PowerLossStorage {
+    root: PathBuf,
+    sim: Arc<Mutex<Sim>>,
+}
+
+#[derive(Debug, Default)]
+struct Sim {
+    inodes: Vec<Inode>,
+    durable_names: HashMap<PathBuf, usize>,
+    names: HashMap<PathBuf, usize>,
+    dir_ops: Vec<DirOp>,
+    /// Calls that changed something, so far.
+    calls: u64,
+    /// A crash armed at a call: its number, the image's directory and seed.
+    armed: Option<(u64, PathBuf, u64)>,
+    /// The image an armed crash took.
+    taken: Option<io::Result<CrashImage>>,
+}
+
+impl Sim {
+    /// Counts a call that is about to change something; takes the armed image first if
+    /// it is due (a power cut just before the call).
+    fn call(&mut self) {
+        if let Some((_, to, seed)) = self.armed.take_if(|(at, ..)| *at <= self.calls) {
+            self.taken = Some(self.image(&to, seed));
+        }
+        self.calls += 1;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inode {
+    durable: Vec<u8>,
+    current: Vec<u8>,
+    ops: Vec<FileOp>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FileOp {
+    Write { at: u64, len: u64 },
+    SetLen(u64),
+}
+
+#[derive(Debug, Clone)]
+enum DirOp {
+    Link(PathBuf, usize),
+    Unlink(PathBuf),
+}
+
+/// What [`PowerLossStorage::crash_image`] dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CrashImage {
+    /// The calls (writes, cuts, fsyncs, directory changes) made before the power cut:
+    /// what they did may be in the image, what came after is not.
+    pub calls: u64,
+    /// Files in the image.
+    pub files: u64,
+    /// Pages written since their file's last fsync (inside the image's lengths).
+    pub pages_dirty: u64,
+    /// Of those, pages that read as their old content.
+    pub pages_dropped: u64,
+    /// Writes torn (at most one per file: its last).
+    pub writes_torn: u64,
+    /// Files created since the last `sync_dir` that are missing from the image.
+    pub files_lost: u64,
+    /// Files removed since the last `sync_dir` that are back in the image.
+    pub files_back: u64,
+    /// Bytes the page cache held that the image does not: files shorter than their
+    /// current length, and lost files.
+    pub bytes_lost: u64,
+}
+
+/// splitmix64, for the image's choices.
+struct Choices(u64);
+
+impl Choices {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..=n`.
+    fn upto(&mut self, n: u64) -> u64 {
+        self.next() % (n + 1)
+    }
+}
+
+fn to_usize(n: u64) -> io::Result<usize> {
+    usize::try_from(n).map_err(|_| io::Error::other("file too large for the simulation"))
+}
+
+impl PowerLossStorage {
+    /// A simulation over the directory `root`: its regular files are taken as durable,
+    /// entries and content. Files elsewhere are written through without a model.
+    ///
+    /// # Errors
+    ///
+    /// Reading `root`'s files.
+    pub fn new(root: &Path) -> io::Result<PowerLossStorage> {
+        let mut sim = Sim::default();
+        if root.exists() {
+            for entry in fs::read_dir(root)? {
+                let entry = entry?;
+                if entry.file_type()?.is_file() {
+                    let bytes = fs::read(entry.path())?;
+                    let id = sim.inodes.len();
+                    sim.inodes.push(Inode {
+                        durable: bytes.clone(),
+                        current: bytes,
+                        ops: Vec::new(),
+                    });
+                    sim.durable_names.insert(entry.path(), id);
+                    sim.names.insert(entry.path(), id);
+                }
+            }
+        }
+        Ok(PowerLossStorage {
+            root: root.to_owned(),
+            sim: Arc::new(Mutex::new(sim)),
+        })
+    }
+
+    fn modelled(&self, path: &Path) -> bool {
+        path.parent() == Some(self.root.as_path())
+    }
+
+    /// Writes into the new directory `to` what the disk would hold after a power loss
+    /// now, with the choices the seed makes; files keep their names.
+    ///
+    /// # Errors
+    ///
+    /// Creating `to` or writing its files.
+    pub fn crash_image(&self, to: &Path, seed: u64) -> io::Result<CrashImage> {
+        self.sim.lock().image(to, seed)
+    }
+
+    /// Arms a power cut just before the call (write, cut, fsync, directory change)
+    /// after `calls` more: its image is written into `to` then, with the choices
+    /// `seed` makes, and the calls go on. [`PowerLossStorage::armed_image`] tells
+    /// whether it was taken.
+    pub fn arm_crash(&self, calls: u64, to: &Path, seed: u64) {
+        let mut sim = self.sim.lock();
+        let at = sim.calls + calls;
+        sim.armed = Some((at, to.to_owned(), seed));
+        sim.taken = None;
+    }
+
+    /// The calls that changed something so far (see [`CrashImage::calls`]).
+    pub fn calls(&self) -> u64 {
+        self.sim.lock().calls
+    }
+
+    /// The image an armed power cut took, if its call came.
+    pub fn armed_image(&self) -> Option<io::Result<CrashImage>> {
+        let mut sim = self.sim.lock();
+        sim.armed = None;
+        sim.taken.take()
+    }
+}
+
+impl Sim {
+    fn image(&self, to: &Path, seed: u64) -> io::Result<CrashImage> {
+        let sim = self;
+        let mut rng = Choices(seed);
+        let mut report = CrashImage {
+            calls: self.calls,
+            ..CrashImage::default()
+        };
+        fs::DirBuilder::new().mode(0o700).create(to)?;
+        let kept = to_usize(rng.upto(sim.dir_ops.len() as u64))?;
+        let mut names = sim.durable_names.clone();
+        for op in &sim.dir_ops[..kept] {
+            match op {
+                DirOp::Link(name, id) => {
+                    names.insert(name.clone(), *id);
+                }
+                DirOp::Unlink(name) => {
+                    names.remove(name);
+                }
+            }
+        }
+        for op in &sim.dir_ops[kept..] {
+            match op {
+                DirOp::Link(name, id) if !names.contains_key(name) => {
+                    report.files_lost += 1;
+                    report.bytes_lost += sim.inodes[*id].current.len() as u64;
+                }
+                DirOp::Unlink(name) if names.contains_key(name) => report.files_back += 1,
+                _ => {}
+            }
+        }
+        let mut sorted: Vec<(&PathBuf, &usize)> = names.iter().collect();
+        sorted.sort();
+        for (name, &id) in sorted {
+            let Some(file_name) = name.file_name() else {
+                continue;
+            };
+            let bytes = sim.inodes[id].image(&mut rng, &mut report)?;
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(to.join(file_name))?;
+            file.write_all(&bytes)?;
+            report.files += 1;
+        }
+        Ok(report)
+    }
+}
+
+impl PowerLossStorage {
+    fn file(&self, path: &Path, file: File) -> Box<dyn WriteFile> {
+        let inode = self
+            .modelled(path)
+            .then(|| self.sim.lock().names.get(path).copied())
+            .flatten();
+        Box::new(SimFile {
+            inner: OsFile { file },
+            inode,
+            sim: Arc::clone(&self.sim),
+        })
+    }
+}
+
+impl Inode {
+    /// The file's content after a power loss, with the choices `rng` makes.
+    fn image(&self, rng: &mut Choices, report: &mut CrashImage) -> io::Result<Vec<u8>> {
+        // The length: after a prefix of the calls that changed it. The base is the old
+        // content at that length: synced bytes, zeros past them.
+        let journaled = to_usize(rng.upto(self.ops.len() as u64))?;
+        let mut base = self.durable.clone();
+        for op in &self.ops[..journaled] {
+            let len = match *op {
+                FileOp::Write { at, len } => to_usize(at + len)?.max(base.len()),
+                FileOp::SetLen(len) => to_usize(len)?,
+            };
+            base.resize(len, 0);
+        }
+        report.bytes_lost += (self.current.len() as u64).saturating_sub(base.len() as u64);
+        let mut image = base.clone();
+        let page = to_usize(SIM_PAGE_BYTES)?;
+        let mut dirty: Vec<usize> = Vec::new();
+        for op in &self.ops {
+            if let FileOp::Write { at, len } = *op
+                && len > 0
+            {
+                let first = to_usize(at / SIM_PAGE_BYTES)?;
+                let last = to_usize((at + len - 1) / SIM_PAGE_BYTES)?;
+                dirty.extend(first..=last);
+            }
+        }
+        dirty.sort_unstable();
+        dirty.dedup();
+        for p in dirty {
+            let start = p * page;
+            let end = (start + page).min(image.len());
+            if start >= end {
+                continue;
+            }
+            report.pages_dirty += 1;
+            if rng.next() & 1 == 0 {
+                // Reached the disk: as the page cache holds it (zeros past its end).
+                for (i, b) in image[start..end].iter_mut().enumerate() {
+                    *b = self.current.get(start + i).copied().unwrap_or(0);
+                }
+            } else {
+                report.pages_dropped += 1;
+            }
+        }
+        if let Some(&FileOp::Write { at, len }) = self
+            .ops
+            .iter()
+            .rev()
+            .find(|op| matches!(op, FileOp::Write { .. }))
+            && len > 0
+        {
+            let from = to_usize(at + rng.upto(len))?;
+            let to = to_usize(at + len)?.min(image.len());
+            if from < to && image[from..to] != base[from..to] {
+                image[from..to].copy_from_slice(&base[from..to]);
+                report.writes_torn += 1;
+            }
+        }
+        Ok(image)
+    }
+}
+
+#[derive(Debug)]
+struct SimFile {
+    inner: OsFile,
+    /// The file's model, for a file in the simulated directory.
+    inode: Option<usize>,
+    sim: Arc<Mutex<Sim>>,
+}
+
+impl SimFile {
+    /// Counts the call (a power cut may come before it), then changes the model.
+    fn with_inode(&self, f: impl FnOnce(&mut Inode)) {
+        let mut sim = self.sim.lock();
+        sim.call();
+        if let Some(id) = self.inode {
+            f(&mut sim.inodes[id]);
+        }
+    }
+}
+
+impl WriteFile for SimFile {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.append(buf)?;
+        self.with_inode(|inode| {
+            inode.ops.push(FileOp::Write {
+                at: inode.current.len() as u64,
+                len: buf.len() as u64,
+            });
+            inode.current.extend_from_slice(buf);
+        });
+        Ok(())
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.with_inode(|inode| {
+            inode.durable.clone_from(&inode.current);
+            inode.ops.clear();
+        });
+        Ok(())
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.inner.truncate(len)?;
+        let new_len = to_usize(len)?;
+        self.with_inode(|inode| {
+            inode.current.resize(new_len, 0);
+            inode.ops.push(FileOp::SetLen(len));
+        });
+        Ok(())
+    }
+}
+
+impl Storage for PowerLossStorage {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        let mut sim = self.sim.lock();
+        sim.call();
+        if self.modelled(path) {
+            let id = sim.inodes.len();
+            sim.inodes.push(Inode::default());
+            sim.names.insert(path.to_owned(), id);
+            sim.dir_ops.push(DirOp::Link(path.to_owned(), id));
+        }
+        drop(sim);
+        Ok(self.file(path, file))
+    }
+
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let file = open_existing_for_append(path)?;
+        if self.modelled(path) && !self.sim.lock().names.contains_key(path) {
+            // A file made outside this storage (after it started): taken as durable.
+            let bytes = fs::read(path)?;
+            let mut sim = self.sim.lock();
+            let id = sim.inodes.len();
+            sim.inodes.push(Inode {
+                durable: bytes.clone(),
+                current: bytes,
+                ops: Vec::new(),
+            });
+            sim.names.insert(path.to_owned(), id);
+            sim.durable_names.insert(path.to_owned(), id);
+        }
+        Ok(self.file(path, file))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut sim = self.sim.lock();
+        sim.call();
+        if dir == self.root {
+            let ops = std::mem::take(&mut sim.dir_ops);
+            for op in ops {
+                match op {
+                    DirOp::Link(name, id) => {
+                        sim.durable_names.insert(name, id);
+                    }
+                    DirOp::Unlink(name) => {
+                        sim.durable_names.remove(&name);
+                    }
+                }
+            }
+            Ok(())
+        } else {
+            OsStorage.sync_dir(dir)
+        }
+    }
+
+    fn set_read_only(&self, path: &Path) -> io::Result<()> {
+        OsStorage.set_read_only(path)
+    }
+
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        open_existing_read_only(path)?;
+        let mut sim = self.sim.lock();
+        sim.call();
+        if let Some(&id) = sim.names.get(path) {
+            let inode = &mut sim.inodes[id];
+            inode.durable.clone_from(&inode.current);
+            inode.ops.clear();
+        }
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)?;
+        let mut sim = self.sim.lock();
+        sim.call();
+        if self.modelled(path) {
+            sim.names.remove(path);
+            sim.dir_ops.push(DirOp::Unlink(path.to_owned()));
+        }
+        Ok(())
+    }
+
+    fn reserve(&self, path: &Path, bytes: u64) -> io::Result<()> {
+        reserve_file(path, bytes)?;
+        let mut sim = self.sim.lock();
+        sim.call();
+        if self.modelled(path) {
+            let len = to_usize(bytes)?;
+            let id = match sim.names.get(path) {
+                Some(&id) => id,
+                None => {
+                    let id = sim.inodes.len();
+                    sim.inodes.push(Inode::default());
+                    sim.names.insert(path.to_owned(), id);
+                    sim.dir_ops.push(DirOp::Link(path.to_owned(), id));
+                    id
+                }
+            };
+            let inode = &mut sim.inodes[id];
+            if inode.current.len() != len {
+                inode.current.resize(len, 0);
+                inode.ops.push(FileOp::SetLen(bytes));
+            }
+        }
         Ok(())
     }
 }

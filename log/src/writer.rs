@@ -1480,8 +1480,18 @@ fn precheck_header(entry: &SegmentEntry) -> Result<()> {
     if head[..n].iter().all(|&b| b == 0) {
         return Ok(()); // possibly a creation cut short by a crash: recovery decides
     }
-    // A file shorter than the magic is a torn creation only if it starts like one.
-    let m = n.min(format::SEGMENT_MAGIC.len());
+    // A file shorter than the magic is a torn creation only if it starts like one; so
+    // is a file of a header's length whose written bytes end inside the magic (a power
+    // loss tore the header's write: the rest reads zero).
+    let mut m = n;
+    if f.metadata()
+        .map_err(|e| Error::io("inspect", &entry.path, e))?
+        .len()
+        == SEGMENT_HEADER_LEN as u64
+    {
+        m = head[..n].iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    }
+    let m = m.min(format::SEGMENT_MAGIC.len());
     if head[..m] != format::SEGMENT_MAGIC[..m] {
         return Err(Error::NotALog {
             dir: entry.path.parent().unwrap_or(Path::new("")).to_owned(),

@@ -127,10 +127,20 @@ impl fmt::Display for Error {
                 seq,
                 record_type,
                 reason,
-            } => write!(
-                f,
-                "record at seq {seq} (type {record_type}) cannot be decoded: {reason}"
-            ),
+            } => {
+                let tag = blackbox::log::RecordType(*record_type);
+                match crate::decode::RecordType::from_tag(tag) {
+                    Some(t) => write!(
+                        f,
+                        "{} record at seq {seq} (type {record_type}) cannot be decoded: {reason}",
+                        t.name()
+                    ),
+                    None => write!(
+                        f,
+                        "record at seq {seq} (type {record_type}) cannot be decoded: {reason}"
+                    ),
+                }
+            }
             Error::InvalidTime { input, reason } => {
                 write!(f, "invalid time {}: {reason}", Shown(input))
             }
