@@ -73,6 +73,19 @@ impl WorkingDelta {
         Ok(WorkingDelta { set, del })
     }
 
+    /// The delta as the writer encodes it: records of at most `limit_bytes` each (one
+    /// when it fits), the sets then the removals, in their order, each value as its
+    /// compact JSON text. Decoding the records and applying them in order is applying
+    /// the delta. No record for a delta that changes nothing.
+    pub fn encode(&self, limit_bytes: usize) -> Vec<Vec<u8>> {
+        let sets: Vec<(String, String)> = self
+            .set
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect();
+        encode(&sets, &self.del, limit_bytes)
+    }
+
     /// Applies the delta to a memory.
     pub fn apply(self, memory: &mut Map<String, Value>) {
         for k in &self.del {

@@ -8,18 +8,25 @@
 //! accepted reads back the same, errors name what and where), not only that nothing
 //! panics.
 
+mod arb;
 pub mod forge;
+mod kb_commit;
 mod log_block;
 mod log_directory;
 mod model;
 mod policy;
 mod reading;
+mod record_line;
+mod recorder_records;
 mod segment_open;
 
+pub use kb_commit::kb_commit;
 pub use log_block::log_block;
 pub use log_directory::log_directory;
 pub use model::model;
 pub use policy::policy_toml;
+pub use record_line::record_line;
+pub use recorder_records::recorder_records;
 pub use segment_open::segment_open;
 
 /// A target's body: it panics when the bytes break a property it checks.
@@ -31,5 +38,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("log_block", log_block),
     ("segment_open", segment_open),
     ("log_directory", log_directory),
+    ("recorder_records", recorder_records),
+    ("kb_commit", kb_commit),
+    ("record_line", record_line),
     ("model", model),
 ];

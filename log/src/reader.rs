@@ -376,6 +376,22 @@ impl LogRecord {
         (record, frame_at + format::frame_len(payload_len))
     }
 
+    /// A record held apart from any log: `payload` copied into an 8-byte aligned buffer
+    /// of its own, as a block read from a segment would hold it. For hosts that carry
+    /// records elsewhere and decode them with the same decoders, and for tests.
+    pub fn from_parts(seq: Seq, ts_ns: u64, record_type: RecordType, payload: &[u8]) -> LogRecord {
+        let mut chunk = AlignedBuf::zeroed(payload.len());
+        chunk.bytes_mut().copy_from_slice(payload);
+        LogRecord {
+            chunk: Arc::new(chunk),
+            payload_at: 0,
+            payload_len: payload.len(),
+            seq: seq.0,
+            ts_ns,
+            record_type: record_type.0,
+        }
+    }
+
     /// The record's seq.
     #[inline]
     pub fn seq(&self) -> Seq {

@@ -24,6 +24,10 @@
 //! - [`state_at`]: time travel: the working memory, the knowledge base and the
 //!   accounting totals at any point in time; [`kb_view`]: the
 //!   knowledge base (a copy of the recorder's view caught up with the log, or rebuilt from it), for reading without the writer's lock.
+//! - [`record_input::parse_line`]: a line of `blackbox record`'s input, parsed as the
+//!   command parses it, and [`record_apply::apply_line`]: the line applied to a running
+//!   recorder as the command applies it; [`json_input::parse_strict`]: JSON refusing a
+//!   key given twice.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
 //!   argument formats.
 //!
@@ -60,10 +64,13 @@ mod error;
 mod export;
 mod inputs;
 mod json;
+pub mod json_input;
 mod manifest;
 mod output;
 mod private_temp;
 mod query;
+pub mod record_apply;
+pub mod record_input;
 mod replay;
 mod salvage;
 mod state;

@@ -520,7 +520,7 @@ fn not_found(key: &str) -> CliError {
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
-    super::json_input::parse_strict_why(text).map_err(|(why, not_json)| {
+    blackbox_replay::json_input::parse_strict_why(text).map_err(|(why, not_json)| {
         // The hint is for text that is not JSON (a bare word); a repeated key is not
         // about quoting.
         CliError::new(if not_json {

@@ -3,7 +3,7 @@
 //! A line is an event `{"kind", "payload", "values", "source", "event_time", "ack"}`
 //! (only `kind` is required) or an operation `{"op": "set", "key", "value"}`, `{"op":
 //! "del", "key"}`, `{"op": "checkpoint"}`, `{"op": "sync"}`, or a knowledge-base
-//! operation (`kb.put`, `kb.refute`, `kb.retract`, `kb.revert`: see `record_kb`). Blank
+//! operation (`kb.put`, `kb.refute`, `kb.retract`, `kb.revert`: see `blackbox_replay::record_apply`). Blank
 //! lines are ignored; any other field is refused, so that a misspelt field is not
 //! dropped silently.
 //!
@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use blackbox::policy::Policy;
-use blackbox::{Config, Counters, Durability, Event, LogOptions, Recorder};
-use blackbox_log::Shown;
+use blackbox::{Config, Counters, Durability, LogOptions, Recorder};
+use blackbox_replay::record_apply::{AckedLines, Applied, apply_line};
+use blackbox_replay::record_input::{Line, Reply, asks_reply, parse_line};
 use serde_json::{Map, Value, json};
 
 use super::{CliError, DirArg, key_from, size_arg};
@@ -77,30 +78,6 @@ pub struct Args {
     json: bool,
 }
 
-/// One parsed input line.
-#[derive(Debug)]
-enum Line {
-    Event {
-        kind: String,
-        source: Option<String>,
-        payload: Option<String>,
-        values: Vec<(String, f64)>,
-        event_time_ns: Option<u64>,
-        /// Written through `record_evidence` and answered with its seq.
-        ack: bool,
-    },
-    Kb(super::record_kb::KbOp),
-    Set {
-        key: String,
-        value: Value,
-    },
-    Del {
-        key: String,
-    },
-    Checkpoint,
-    Sync,
-}
-
 /// What one run did, counted as it goes (the signal handler reads it from its thread).
 #[derive(Debug, Default)]
 struct Tally {
@@ -111,11 +88,11 @@ struct Tally {
     /// Knowledge-base operations refused (answered with an error; recording went on).
     refused: AtomicU64,
     /// The seq each event line sent with `"ack": true` got, by line number.
-    acked: Mutex<super::record_kb::AckedLines>,
+    acked: Mutex<AckedLines>,
 }
 
 /// The seqs of acknowledged lines (only the thread reading lines uses them).
-fn acked(tally: &Tally) -> std::sync::MutexGuard<'_, super::record_kb::AckedLines> {
+fn acked(tally: &Tally) -> std::sync::MutexGuard<'_, AckedLines> {
     tally.acked.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -412,39 +389,6 @@ fn feed(recorder: &Recorder, args: &Args, tally: &Tally) -> Result<(), CliError>
     }
 }
 
-/// Which reply a line asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reply {
-    None,
-    /// An event sent with `"ack": true`.
-    Ack,
-    /// A knowledge-base operation.
-    Kb,
-}
-
-/// The fields of a line that say which reply it asks for; every other field is passed
-/// over unread (a number out of range among them included).
-#[derive(serde::Deserialize)]
-struct Asks {
-    #[serde(default)]
-    op: Option<Value>,
-    #[serde(default)]
-    ack: Option<Value>,
-}
-
-/// Which reply a line that could not be applied asked for, as far as it can be read.
-fn asks_reply(text: &str) -> Reply {
-    let Ok(asks) = serde_json::from_str::<Asks>(text) else {
-        return Reply::None;
-    };
-    match asks.op {
-        Some(Value::String(op)) if op.starts_with("kb.") => Reply::Kb,
-        Some(_) => Reply::None,
-        None if asks.ack == Some(Value::Bool(true)) => Reply::Ack,
-        None => Reply::None,
-    }
-}
-
 /// What a reply answers, for the error when it cannot be written.
 #[derive(Debug, Clone, Copy)]
 enum Answering {
@@ -485,8 +429,9 @@ fn reply(stdout: &io::Stdout, value: &Value, answering: Answering) -> Result<(),
         })
 }
 
-/// Applies line `number`. The outer error stops the run (the recorder or stdout failed);
-/// the inner one is the line's own problem (refused by the recorder).
+/// Applies line `number` and prints its reply. The outer error stops the run (the
+/// recorder or stdout failed); the inner one is the line's own problem (refused by the
+/// recorder).
 fn apply(
     recorder: &Recorder,
     line: Line,
@@ -494,221 +439,36 @@ fn apply(
     stdout: &io::Stdout,
     tally: &Tally,
 ) -> Result<Result<(), String>, CliError> {
-    match line {
-        Line::Kb(op) => match super::record_kb::apply(recorder, op, number, &acked(tally))? {
-            Ok(ack) => {
-                bump(&tally.ops);
-                reply(stdout, &ack, Answering::Recorded(number))?;
-                Ok(Ok(()))
-            }
-            Err(reason) => Ok(Err(reason)),
-        },
-        Line::Event {
-            kind,
-            source,
-            payload,
-            values,
-            event_time_ns,
-            ack,
-        } => {
-            let values: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-            let mut event = Event::new(&kind).values(&values);
-            if let Some(s) = &source {
-                event = event.source(s);
-            }
-            if let Some(p) = &payload {
-                event = event.json(p);
-            }
-            if let Some(t) = event_time_ns {
-                event = event.event_time_ns(t);
-            }
-            // An acknowledged event is written whatever its kind's tier: it may be cited.
-            let recorded = if ack {
-                recorder.record_evidence(&event).map(|seq| Some(seq.0))
-            } else {
-                recorder.record(&event).map(|()| None)
-            };
-            match recorded {
-                Ok(seq) => {
-                    bump(&tally.events);
-                    if let Some(seq) = seq {
-                        acked(tally).push(number, seq);
-                        reply(
-                            stdout,
-                            &json!({"line": number, "seq": seq}),
-                            Answering::Recorded(number),
-                        )?;
-                    }
-                    Ok(Ok(()))
-                }
-                Err(
-                    e @ (blackbox::Error::InvalidKind(_)
-                    | blackbox::Error::InvalidName { .. }
-                    | blackbox::Error::EventTooLarge { .. }
-                    | blackbox::Error::TooManyValues { .. }
-                    | blackbox::Error::NameLimit(_)),
-                ) => Ok(Err(e.to_string())),
-                Err(e) => Err(e.into()),
+    let applied = match apply_line(recorder, line, number, &mut acked(tally))? {
+        Ok(applied) => applied,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    match applied {
+        Applied::Event { seq } => {
+            bump(&tally.events);
+            if let Some(seq) = seq {
+                reply(
+                    stdout,
+                    &json!({"line": number, "seq": seq}),
+                    Answering::Recorded(number),
+                )?;
             }
         }
-        Line::Set { key, value } => match recorder.working().set(key, value) {
-            Ok(_) => {
-                bump(&tally.ops);
-                Ok(Ok(()))
-            }
-            Err(e @ blackbox::Error::WorkingMemoryTooLarge { .. }) => Ok(Err(e.to_string())),
-            Err(e) => Err(e.into()),
-        },
-        Line::Del { key } => {
-            recorder.working().remove(&key);
+        Applied::Op => bump(&tally.ops),
+        Applied::Kb(ack) => {
             bump(&tally.ops);
-            Ok(Ok(()))
+            reply(stdout, &ack, Answering::Recorded(number))?;
         }
-        Line::Checkpoint => match recorder.checkpoint() {
-            Ok(_) => {
-                bump(&tally.ops);
-                Ok(Ok(()))
-            }
-            Err(e @ blackbox::Error::CheckpointTooLarge { .. }) => Ok(Err(e.to_string())),
-            Err(e) => Err(e.into()),
-        },
-        Line::Sync => {
-            let seq = recorder.sync()?;
+        Applied::Synced(seq) => {
             bump(&tally.ops);
             reply(
                 stdout,
-                &json!({ "synced": seq.map(|s| s.0) }),
+                &json!({ "synced": seq }),
                 Answering::Recorded(number),
             )?;
-            Ok(Ok(()))
         }
     }
-}
-
-impl Line {
-    /// Whether the line asks for a reply: an event sent with `"ack": true`, a
-    /// knowledge-base operation, a sync.
-    fn asks_reply(&self) -> bool {
-        match self {
-            Line::Event { ack, .. } => *ack,
-            Line::Kb(_) | Line::Sync => true,
-            Line::Set { .. } | Line::Del { .. } | Line::Checkpoint => false,
-        }
-    }
-}
-
-/// Parses one line; the error says what is wrong with it.
-fn parse_line(text: &str) -> Result<Line, String> {
-    let value = super::json_input::parse_strict(text)?;
-    let Value::Object(mut obj) = value else {
-        return Err("expected a JSON object, like {\"kind\": \"action.grasp\"}".to_owned());
-    };
-    if let Some(op) = obj.remove("op") {
-        let Value::String(op) = op else {
-            return Err(
-                "\"op\" must be a string: set, del, checkpoint, sync or a kb.* operation"
-                    .to_owned(),
-            );
-        };
-        if op.starts_with("kb.") {
-            return super::record_kb::parse(&op, obj).map(Line::Kb);
-        }
-        let line = match op.as_str() {
-            "set" => Line::Set {
-                key: take_string(&mut obj, "key")?.ok_or("{\"op\": \"set\"} needs a \"key\"")?,
-                value: obj
-                    .remove("value")
-                    .ok_or("{\"op\": \"set\"} needs a \"value\"")?,
-            },
-            "del" => Line::Del {
-                key: take_string(&mut obj, "key")?.ok_or("{\"op\": \"del\"} needs a \"key\"")?,
-            },
-            "checkpoint" => Line::Checkpoint,
-            "sync" => Line::Sync,
-            other => {
-                return Err(format!(
-                    "unknown op {}: expected set, del, checkpoint, sync, {}",
-                    Shown(other),
-                    super::record_kb::OPS.join(", ")
-                ));
-            }
-        };
-        if let Some(field) = obj.keys().next() {
-            return Err(format!(
-                "unknown field {} in {{\"op\": {op:?}}}",
-                Shown(field)
-            ));
-        }
-        return Ok(line);
-    }
-    let kind = take_string(&mut obj, "kind")?
-        .ok_or("an event needs a \"kind\", like {\"kind\": \"action.grasp\"} (or an \"op\")")?;
-    blackbox::policy::validate_kind(&kind).map_err(|e| e.to_string())?;
-    let source = take_string(&mut obj, "source")?;
-    let payload = obj
-        .remove("payload")
-        .map(|p| serde_json::to_string(&p).map_err(|e| format!("payload: {e}")))
-        .transpose()?;
-    let mut values = Vec::new();
-    match obj.remove("values") {
-        None => {}
-        Some(Value::Object(map)) => {
-            for (name, v) in map {
-                let x = v
-                    .as_f64()
-                    .ok_or_else(|| format!("value {} is not a number", Shown(&name)))?;
-                values.push((name, x));
-            }
-        }
-        Some(_) => {
-            return Err(
-                "\"values\" must be an object of numbers, like {\"force\": 3.2}".to_owned(),
-            );
-        }
-    }
-    let event_time_ns = match obj.remove("event_time") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => {
-            Some(blackbox_replay::parse_time(&s).map_err(|e| format!("event_time: {e}"))?)
-        }
-        Some(Value::Number(n)) => Some(n.as_u64().ok_or_else(|| {
-            format!("event_time {n} is not a whole, non-negative count of nanoseconds")
-        })?),
-        Some(_) => {
-            return Err(
-                "\"event_time\" must be RFC 3339 text or integer nanoseconds since the epoch"
-                    .to_owned(),
-            );
-        }
-    };
-    let ack = match obj.remove("ack") {
-        None => false,
-        Some(Value::Bool(b)) => b,
-        Some(_) => return Err("\"ack\" must be true or false".to_owned()),
-    };
-    if let Some(field) = obj.keys().next() {
-        return Err(format!(
-            "unknown field {}: an event has kind, payload, values, source, event_time and ack",
-            Shown(field)
-        ));
-    }
-    Ok(Line::Event {
-        kind,
-        source,
-        payload,
-        values,
-        event_time_ns,
-        ack,
-    })
-}
-
-/// Removes a string field; an error if it is there but not a string.
-fn take_string(obj: &mut Map<String, Value>, field: &str) -> Result<Option<String>, String> {
-    match obj.remove(field) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("{field:?} must be a string")),
-    }
+    Ok(Ok(()))
 }
 
 /// The longest input line: twice the largest record the log takes (16 MiB), so any line
