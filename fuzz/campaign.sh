@@ -18,7 +18,9 @@ sanitizer="${SANITIZER:-address}"
 targets="${TARGETS:-$(RUSTC_BOOTSTRAP=1 cargo fuzz list)}"
 logs="$(mktemp -d)"
 
-RUSTC_BOOTSTRAP=1 cargo fuzz build -s "$sanitizer" $targets >&2 || exit 1
+for target in $targets; do
+    RUSTC_BOOTSTRAP=1 cargo fuzz build -s "$sanitizer" "$target" >&2 || exit 1
+done
 
 run_one() {
     local target="$1"
