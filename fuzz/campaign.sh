@@ -12,6 +12,10 @@
 # without AddressSanitizer (faster, catches less).
 set -uo pipefail
 cd "$(dirname "$0")"
+if ! cargo fuzz --version > /dev/null 2>&1; then
+    echo "campaign.sh: cargo-fuzz is not installed; install it with: cargo install cargo-fuzz --locked" >&2
+    exit 2
+fi
 seconds="${1:-600}"
 jobs="${2:-1}"
 sanitizer="${SANITIZER:-address}"
