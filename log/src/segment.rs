@@ -291,10 +291,15 @@ impl SegmentFile {
         let header = match SegmentHeader::decode(&head) {
             Ok(header) => header,
             // A header torn by a power loss: the file holds the header's length (its
-            // length reached the disk) and its last bytes, the checksum's, are zeros
-            // (they did not). The header is synced before anything is written after
-            // it, so such a file holds nothing else and nothing is lost with it.
-            Err(_) if len == SEGMENT_HEADER_LEN as u64 && head[SEGMENT_HEADER_LEN - 1] == 0 => {
+            // length reached the disk), its last bytes, the checksum's, are zeros (they
+            // did not), and it starts like a segment. The header is synced before
+            // anything is written after it, so such a file holds nothing else and
+            // nothing is lost with it.
+            Err(_)
+                if len == SEGMENT_HEADER_LEN as u64
+                    && head[SEGMENT_HEADER_LEN - 1] == 0
+                    && starts_like_a_segment(&head) =>
+            {
                 return Ok(HeaderState::Torn { path, len });
             }
             Err(why) => return Err(corrupt(CorruptionKind::SegmentHeader(why)).into()),
@@ -954,4 +959,15 @@ pub(crate) fn check_frames(
         ));
     }
     Ok(())
+}
+
+/// Whether a header's bytes start as a segment's do: the whole magic, or a prefix of it
+/// followed by nothing but zeros (a header write torn inside the magic).
+fn starts_like_a_segment(head: &[u8]) -> bool {
+    let magic = &format::SEGMENT_MAGIC;
+    if head.get(..magic.len()) == Some(&magic[..]) {
+        return true;
+    }
+    let written = head.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    written <= magic.len() && head[..written] == magic[..written]
 }

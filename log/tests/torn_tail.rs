@@ -451,3 +451,34 @@ fn a_torn_segment_header_of_a_fresh_active_segment_is_rewritten() {
         assert_eq!((report.records, report.torn_tail), (kept as u64 + 1, None));
     }
 }
+
+/// A file of a header's length whose last byte is zero but which does not start like a
+/// segment (another program's file under a segment's name) is not a torn header: every
+/// reader refuses it as the writer does, instead of reading it as an empty segment.
+#[test]
+fn a_foreign_file_of_a_header_length_is_not_a_torn_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open(dir.path(), options()).unwrap();
+    log.append(Record::new(RecordType(1), 1_000, b"first"))
+        .unwrap();
+    log.close().unwrap();
+    let seg = active_segment(dir.path());
+    let mut head = fs::read(&seg).unwrap();
+    head.truncate(SEGMENT_HEADER_LEN);
+    head[..8].copy_from_slice(b"NOTALOG!");
+    head[SEGMENT_HEADER_LEN - 1] = 0;
+    fs::set_permissions(&seg, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::write(&seg, &head).unwrap();
+    let verified = verify(dir.path(), None, None);
+    assert!(
+        verified.is_err(),
+        "verify took a foreign file for a torn header: {verified:?}"
+    );
+    let read = blackbox_log::LogReader::open(dir.path())
+        .and_then(|r| r.records(..)?.collect::<Result<Vec<_>, _>>());
+    assert!(
+        read.is_err(),
+        "a reader took a foreign file for a torn header: {read:?}"
+    );
+    assert!(Log::open(dir.path(), options()).is_err());
+}
