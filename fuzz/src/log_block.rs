@@ -29,7 +29,7 @@ const FIX_LEN: u8 = 64;
 fn fix_frame_crcs(frames: &mut [u8], first_seq: u64, count: u32) {
     let mut at = 0usize;
     for i in 0..count {
-        if frames.len() - at < FRAME_HEADER_LEN {
+        if frames.len().saturating_sub(at) < FRAME_HEADER_LEN {
             return;
         }
         let len = usize::try_from(forge::le32(frames, at)).unwrap_or(usize::MAX);
