@@ -565,6 +565,18 @@ impl Sim {
         }
         self.calls += 1;
     }
+
+    /// Takes a file that exists on disk with `bytes` as durable, entry and content.
+    fn adopt_durable(&mut self, path: &Path, bytes: Vec<u8>) {
+        let id = self.inodes.len();
+        self.inodes.push(Inode {
+            durable: bytes.clone(),
+            current: bytes,
+            ops: Vec::new(),
+        });
+        self.durable_names.insert(path.to_owned(), id);
+        self.names.insert(path.to_owned(), id);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -644,15 +656,7 @@ impl PowerLossStorage {
             for entry in fs::read_dir(root)? {
                 let entry = entry?;
                 if entry.file_type()?.is_file() {
-                    let bytes = fs::read(entry.path())?;
-                    let id = sim.inodes.len();
-                    sim.inodes.push(Inode {
-                        durable: bytes.clone(),
-                        current: bytes,
-                        ops: Vec::new(),
-                    });
-                    sim.durable_names.insert(entry.path(), id);
-                    sim.names.insert(entry.path(), id);
+                    sim.adopt_durable(&entry.path(), fs::read(entry.path())?);
                 }
             }
         }
@@ -903,15 +907,7 @@ impl Storage for PowerLossStorage {
         if self.modelled(path) && !self.sim.lock().names.contains_key(path) {
             // A file made outside this storage (after it started): taken as durable.
             let bytes = fs::read(path)?;
-            let mut sim = self.sim.lock();
-            let id = sim.inodes.len();
-            sim.inodes.push(Inode {
-                durable: bytes.clone(),
-                current: bytes,
-                ops: Vec::new(),
-            });
-            sim.names.insert(path.to_owned(), id);
-            sim.durable_names.insert(path.to_owned(), id);
+            self.sim.lock().adopt_durable(path, bytes);
         }
         Ok(self.file(path, file))
     }

@@ -29,7 +29,7 @@
 
 mod common;
 
-use common::{Expected, SplitMix64};
+use common::{Expected, FailureContext, SplitMix64};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -124,24 +124,6 @@ impl Drop for ChildGuard {
         if let Some(child) = self.0.as_mut() {
             let _ = child.kill();
             let _ = child.wait();
-        }
-    }
-}
-
-/// On a failure, prints where it happened and keeps the log directory for inspection.
-struct FailureContext {
-    dir: Option<tempfile::TempDir>,
-    what: String,
-}
-
-impl Drop for FailureContext {
-    fn drop(&mut self) {
-        if thread::panicking() {
-            let kept = self.dir.take().map(tempfile::TempDir::keep);
-            eprintln!(
-                "crash test failed at {}; log directory kept at {kept:?}",
-                self.what
-            );
         }
     }
 }
@@ -257,6 +239,7 @@ fn run_crash_loop(iterations: u64) {
         .unwrap();
     let dir = tmp.path().join("log");
     let mut ctx = FailureContext {
+        test: "crash test",
         dir: Some(tmp),
         what: String::new(),
     };

@@ -41,12 +41,11 @@
 
 mod common;
 
-use common::SplitMix64;
+use common::{FailureContext, SplitMix64};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread;
 use std::time::Instant;
 
 use blackbox_log::format::SEGMENT_HEADER_LEN;
@@ -127,24 +126,6 @@ struct Stats {
     header_rewrites: u64,
     prunings: u64,
     prunings_finished: u64,
-}
-
-/// On a failure, prints the cycle's seed and keeps its directory.
-struct FailureContext {
-    dir: Option<tempfile::TempDir>,
-    what: String,
-}
-
-impl Drop for FailureContext {
-    fn drop(&mut self) {
-        if thread::panicking() {
-            let kept = self.dir.take().map(tempfile::TempDir::keep);
-            eprintln!(
-                "power-loss test failed at {}; images kept in {kept:?}",
-                self.what
-            );
-        }
-    }
 }
 
 /// The log's options for one life of the log: drawn once per cycle (`shape`) and per
@@ -520,6 +501,7 @@ fn run(cycles: u64) {
     let started = Instant::now();
     let mut stats = Stats::default();
     let mut ctx = FailureContext {
+        test: "power-loss test",
         dir: None,
         what: String::new(),
     };

@@ -254,3 +254,23 @@ pub fn flip(path: &Path, at: u64) {
     bytes[to_usize(at)] ^= 0xff;
     write_file(path, &bytes);
 }
+
+/// On a failure (a panic while it lives), prints where the test was (`what`: the
+/// iteration, the seed) and keeps its directory for inspection.
+pub struct FailureContext {
+    pub test: &'static str,
+    pub dir: Option<tempfile::TempDir>,
+    pub what: String,
+}
+
+impl Drop for FailureContext {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let kept = self.dir.take().map(tempfile::TempDir::keep);
+            eprintln!(
+                "{} failed at {}; directory kept at {kept:?}",
+                self.test, self.what
+            );
+        }
+    }
+}
