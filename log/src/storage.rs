@@ -49,6 +49,16 @@ pub trait Storage: Send + Sync + fmt::Debug {
     }
 }
 
+/// Creates `path`, which must not exist, owner-only (0600), for reading and appending.
+fn create_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// Allocates `bytes` bytes to `path` (created 0600, never through a symbolic link).
 fn reserve_file(path: &Path, bytes: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -117,12 +127,7 @@ struct OsFile {
 
 impl Storage for OsStorage {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = create_private(path)?;
         Ok(Box::new(OsFile { file }))
     }
 
@@ -281,12 +286,7 @@ struct FaultyFile {
 
 impl Storage for FaultyStorage {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = create_private(path)?;
         Ok(Box::new(FaultyFile {
             inner: OsFile { file },
             path: path.to_owned(),
@@ -434,12 +434,7 @@ struct SmallDiskFile {
 
 impl Storage for SmallDisk {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = create_private(path)?;
         self.state.sizes.lock().insert(path.to_owned(), 0);
         Ok(Box::new(SmallDiskFile {
             inner: OsFile { file },
@@ -884,12 +879,7 @@ impl WriteFile for SimFile {
 
 impl Storage for PowerLossStorage {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = create_private(path)?;
         let mut sim = self.sim.lock();
         sim.call();
         if self.modelled(path) {

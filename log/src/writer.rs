@@ -618,19 +618,25 @@ impl Log {
     /// [`Error::RecordTooLarge`] if a preamble record exceeds the maximum record size.
     pub fn set_segment_preamble(&mut self, records: Vec<(RecordType, Vec<u8>)>) -> Result<()> {
         for (record_type, payload) in &records {
-            if *record_type == PRUNE_RECORD_TYPE {
-                return Err(Error::ReservedRecordType {
-                    record_type: record_type.0,
-                });
-            }
-            if payload.len() > self.opts.record_bytes_max {
-                return Err(Error::RecordTooLarge {
-                    size_bytes: payload.len(),
-                    limit_bytes: self.opts.record_bytes_max,
-                });
-            }
+            self.check_preamble_record(*record_type, payload)?;
         }
         self.preamble = records;
+        Ok(())
+    }
+
+    /// A preamble record's type must not be the log's own, nor its size past the limit.
+    fn check_preamble_record(&self, record_type: RecordType, payload: &[u8]) -> Result<()> {
+        if record_type == PRUNE_RECORD_TYPE {
+            return Err(Error::ReservedRecordType {
+                record_type: record_type.0,
+            });
+        }
+        if payload.len() > self.opts.record_bytes_max {
+            return Err(Error::RecordTooLarge {
+                size_bytes: payload.len(),
+                limit_bytes: self.opts.record_bytes_max,
+            });
+        }
         Ok(())
     }
 
@@ -647,17 +653,7 @@ impl Log {
         record_type: RecordType,
         payload: Vec<u8>,
     ) -> Result<()> {
-        if record_type == PRUNE_RECORD_TYPE {
-            return Err(Error::ReservedRecordType {
-                record_type: record_type.0,
-            });
-        }
-        if payload.len() > self.opts.record_bytes_max {
-            return Err(Error::RecordTooLarge {
-                size_bytes: payload.len(),
-                limit_bytes: self.opts.record_bytes_max,
-            });
-        }
+        self.check_preamble_record(record_type, &payload)?;
         self.preamble.push((record_type, payload));
         Ok(())
     }
