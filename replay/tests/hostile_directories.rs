@@ -23,7 +23,7 @@ use std::process::Stdio;
 
 use blackbox::codec::{DICTIONARY, DictionaryRecord};
 use blackbox_log::{Log, LogOptions, Record};
-use common::{bin, ok, record, s};
+use common::{bin, ok, record, s, segment_files as segments};
 
 /// The most any command may hold resident on these directories: what a small log needs
 /// (about 10 MiB of binary, allocator and buffers) with room to spare, and far below
@@ -146,17 +146,6 @@ fn real_log(dir: &Path, base: u32) {
         })
         .collect();
     ok(&record(dir, &input, &["--segment-bytes", "4KiB"]));
-}
-
-/// The segment files, by first seq.
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "bbx"))
-        .collect();
-    v.sort();
-    v
 }
 
 fn crc(parts: &[&[u8]]) -> u32 {

@@ -18,9 +18,9 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::{blackbox, ok, record, s};
+use common::{blackbox, ok, record, s, segment_files as segments};
 
 /// xorshift64*: a fixed sequence from a seed, no dependency.
 struct Rng(u64);
@@ -40,16 +40,6 @@ impl Rng {
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).map_or(default, |v| v.parse().unwrap())
-}
-
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "bbx"))
-        .collect();
-    v.sort();
-    v
 }
 
 fn copy_dir(src: &Path, dst: &Path) {

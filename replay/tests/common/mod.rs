@@ -193,3 +193,14 @@ impl Recording {
         let _ = self.child.wait();
     }
 }
+
+/// The segment files of a log directory, by first seq (their names sort by it).
+pub fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .expect("read the log directory")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bbx"))
+        .collect();
+    v.sort();
+    v
+}
