@@ -5,6 +5,8 @@
     reason = "each test binary uses a different part of these helpers"
 )]
 
+pub mod python;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
