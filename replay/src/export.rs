@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use blackbox::codec::WrittenTier;
 
-use crate::decode::{Body, BodyRef, Record, RecordRef, RecordType};
+use crate::decode::{Body, BodyRef, Payload, PayloadRef, Record, RecordRef, RecordType};
 use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
 use crate::json::to_json;
@@ -33,6 +33,123 @@ pub struct ExportOptions {
     /// manifest lists each stretch lost (and has no log digest: a damaged log proves no
     /// prefix).
     pub salvage: bool,
+    /// The file format.
+    pub format: ExportFormat,
+}
+
+/// An export's file format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// JSON lines, one event a line.
+    #[default]
+    Jsonl,
+    /// MCAP (Foxglove, ROS 2): events, summaries, incidents, knowledge-base commits and
+    /// accounting on channels of their own, in compressed chunks
+    /// ([`export_mcap`](crate::export_mcap) says the layout).
+    Mcap(McapCompression),
+}
+
+impl ExportFormat {
+    /// The name in the manifest's `format` field and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFormat::Jsonl => "jsonl",
+            ExportFormat::Mcap(_) => "mcap",
+        }
+    }
+}
+
+/// How an MCAP export compresses its chunks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum McapCompression {
+    /// zstd (the default).
+    #[default]
+    Zstd,
+    /// lz4: faster, larger.
+    Lz4,
+    /// None.
+    None,
+}
+
+impl McapCompression {
+    /// The name in the manifest and on the command line: `zstd`, `lz4`, `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            McapCompression::Zstd => "zstd",
+            McapCompression::Lz4 => "lz4",
+            McapCompression::None => "none",
+        }
+    }
+
+    /// The compression [`McapCompression::name`] names.
+    pub fn parse(name: &str) -> Option<McapCompression> {
+        [
+            McapCompression::Zstd,
+            McapCompression::Lz4,
+            McapCompression::None,
+        ]
+        .into_iter()
+        .find(|c| c.name() == name)
+    }
+}
+
+/// Where an export's rows go: one format's writer. The rows come from one source for
+/// every format (the query, a salvage, the weights, the cut-off at the log's digest);
+/// a sink writes what it is given, and says which records besides events it carries.
+pub(crate) trait ExportSink {
+    /// The record types besides events the format carries, in log order among them.
+    fn extra_types(&self) -> &'static [RecordType] {
+        &[]
+    }
+
+    /// One exported event at its export weight; `hash` is its record's content hash.
+    fn event(&mut self, row: &Row<'_>, hash: [u8; 32], weight: f64) -> Result<()>;
+
+    /// One record of a type [`ExportSink::extra_types`] lists.
+    fn record(&mut self, _row: &Row<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// The query and the log's digest, before the first row (for a format that records
+    /// them in the file).
+    fn start(&mut self, _manifest: &ExportManifest) -> Result<()> {
+        Ok(())
+    }
+
+    /// Ends the file: the bytes written and their blake3.
+    fn finish(&mut self) -> Result<(u64, [u8; 32])>;
+}
+
+/// The JSONL sink: one event a line as [`to_json`] renders it, with its weight.
+struct JsonlSink<'a> {
+    w: Hashing<'a>,
+}
+
+impl ExportSink for JsonlSink<'_> {
+    fn event(&mut self, row: &Row<'_>, hash: [u8; 32], weight: f64) -> Result<()> {
+        let target = Path::new("export file");
+        let mut row = row.json(hash);
+        if let Value::Object(o) = &mut row {
+            o.insert("weight".into(), weight.into());
+        }
+        serde_json::to_writer(&mut self.w, &row).map_err(|e| io("write", target, e.into()))?;
+        self.w.write_all(b"\n").map_err(|e| io("write", target, e))
+    }
+
+    fn finish(&mut self) -> Result<(u64, [u8; 32])> {
+        Ok((self.w.bytes, *self.w.hasher.finalize().as_bytes()))
+    }
+}
+
+/// The sink of `format` writing into `w`.
+pub(crate) fn sink_for<'a>(
+    format: ExportFormat,
+    w: &'a mut dyn Write,
+) -> Result<Box<dyn ExportSink + 'a>> {
+    Ok(match format {
+        ExportFormat::Jsonl => Box::new(JsonlSink { w: Hashing::new(w) }),
+        ExportFormat::Mcap(c) => Box::new(crate::export_mcap::McapSink::new(Hashing::new(w), c)?),
+    })
 }
 
 /// Exports the events `query` selects (whatever its record types) from the log in
@@ -52,6 +169,25 @@ pub struct ExportOptions {
 /// [`Error::UnsafeOutput`]; as [`Replay::open`]; damage or a record that does not
 /// decode; I/O errors writing either file.
 pub fn export_jsonl(
+    dir: impl AsRef<Path>,
+    query: &Query,
+    out: &Path,
+    options: &ExportOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportManifest> {
+    let options = ExportOptions {
+        format: ExportFormat::Jsonl,
+        ..options.clone()
+    };
+    export(dir, query, out, &options, progress)
+}
+
+/// Exports as [`export_jsonl`] does, in the format `options` names.
+///
+/// # Errors
+///
+/// As [`export_jsonl`].
+pub fn export(
     dir: impl AsRef<Path>,
     query: &Query,
     out: &Path,
@@ -85,6 +221,25 @@ pub fn export_jsonl(
 ///
 /// As [`export_jsonl`], and the errors of `out`.
 pub fn export_jsonl_to(
+    dir: impl AsRef<Path>,
+    query: &Query,
+    options: &ExportOptions,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportManifest> {
+    let options = ExportOptions {
+        format: ExportFormat::Jsonl,
+        ..options.clone()
+    };
+    export_to(dir, query, &options, out, progress)
+}
+
+/// Exports as [`export_to`] does, in the format `options` names.
+///
+/// # Errors
+///
+/// As [`export_jsonl`], and the errors of `out`.
+pub fn export_to(
     dir: impl AsRef<Path>,
     query: &Query,
     options: &ExportOptions,
@@ -129,6 +284,7 @@ pub fn check_export_against_log(
     let options = ExportOptions {
         include_unweighted: m["query"]["include_unweighted"].as_bool().unwrap_or(false),
         salvage: m["query"]["salvage"].as_bool().unwrap_or(false),
+        format: crate::manifest::format_of(&m).map_err(|r| bad(&r))?,
     };
     if !options.salvage {
         open_log_dir(dir)?;
@@ -151,8 +307,9 @@ pub fn check_export_against_log(
     for g in q["kinds"].as_array().into_iter().flatten() {
         query = query.kind(g.as_str().ok_or_else(|| bad("a kind glob is not text"))?)?;
     }
-    let mut sink = std::io::sink();
-    let again = export_upto(dir, &query, &options, &mut sink, &mut |_| {}, digest)?;
+    let mut out = std::io::sink();
+    let mut sink = sink_for(options.format, &mut out)?;
+    let again = export_upto(dir, &query, &options, sink.as_mut(), &mut |_| {}, digest)?;
     if again.blake3 != report.blake3 || again.rows != report.rows {
         return Err(Error::ExportChanged {
             file: report.file.clone(),
@@ -176,6 +333,7 @@ fn export_rows(
     w: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
+    let mut sink = sink_for(options.format, w)?;
     if !options.salvage {
         open_log_dir(dir)?;
     }
@@ -192,7 +350,7 @@ fn export_rows(
     } else {
         reader.digest()?
     };
-    export_upto(dir, query, options, w, progress, digest)
+    export_upto(dir, query, options, sink.as_mut(), progress, digest)
 }
 
 /// The export of `query` from the records up to `digest`.
@@ -200,11 +358,10 @@ fn export_upto(
     dir: &Path,
     query: &Query,
     options: &ExportOptions,
-    w: &mut dyn Write,
+    sink: &mut dyn ExportSink,
     progress: &mut dyn FnMut(u64),
     digest: Option<blackbox::Digest>,
 ) -> Result<ExportManifest> {
-    let mut w = Hashing::new(w);
     let mut manifest = ExportManifest {
         file: PathBuf::new(),
         manifest_file: PathBuf::new(),
@@ -215,7 +372,9 @@ fn export_upto(
         to_seq: query.to_seq_bound(),
         kinds: query.kind_globs().to_vec(),
         include_unweighted: options.include_unweighted,
+        format: options.format,
         rows: 0,
+        records: 0,
         bytes: 0,
         blake3: [0; 32],
         first_seq: None,
@@ -236,12 +395,15 @@ fn export_upto(
         chain_verified: true,
         created_ns: now_ns(),
     };
-    let target = Path::new("export file");
+    sink.start(&manifest)?;
+    let types: Vec<RecordType> = std::iter::once(RecordType::Event)
+        .chain(sink.extra_types().iter().copied())
+        .collect();
     // What the rows come from: a range read up to the digest, or a salvage around
     // damage (whose losses the manifest lists).
     let (weights, mut source) = if options.salvage {
         let weights = Weights::compute_salvaged(dir, query.chain_key().cloned(), query)?;
-        let q = query.clone().types([RecordType::Event]);
+        let q = query.clone().types(types.iter().copied());
         let s = crate::salvage::salvage(dir, &q)?;
         manifest.chain_verified = s.chain_verified();
         (weights, Rows::Salvage(Box::new(s)))
@@ -252,7 +414,7 @@ fn export_upto(
             .map_or(digest.seq, |s| s.min(digest.seq));
         let q = query
             .clone()
-            .types([RecordType::Event])
+            .types(types.iter().copied())
             .to_seq(bound)
             .order(Order::Log);
         let replay = Replay::open(dir, &q)?;
@@ -289,6 +451,8 @@ fn export_upto(
         let seq = r.seq();
         progress(seq);
         let Some((kind, tier, recorded_weight)) = r.event() else {
+            sink.record(&r)?;
+            manifest.records += 1;
             continue;
         };
         let weight = match weights.weight(seq, kind, tier, recorded_weight) {
@@ -307,12 +471,8 @@ fn export_upto(
                 continue;
             }
         };
-        let (mut row, hash) = r.json_and_hash();
-        if let Value::Object(o) = &mut row {
-            o.insert("weight".into(), weight.into());
-        }
-        serde_json::to_writer(&mut w, &row).map_err(|e| io("write", target, e.into()))?;
-        w.write_all(b"\n").map_err(|e| io("write", target, e))?;
+        let hash = r.hash();
+        sink.event(&r, hash, weight)?;
         manifest.rows += 1;
         if manifest.first_seq.is_none() {
             manifest.first_seq = Some(seq);
@@ -347,8 +507,7 @@ fn export_upto(
     manifest.unreconciled = weights.unreconciled().to_vec();
     manifest.last_accounting_seq = weights.last_accounting_seq();
     manifest.unrepresented = weights.unrepresented();
-    manifest.bytes = w.bytes;
-    manifest.blake3 = *w.hasher.finalize().as_bytes();
+    (manifest.bytes, manifest.blake3) = sink.finish()?;
     Ok(manifest)
 }
 
@@ -371,13 +530,13 @@ impl Rows {
 }
 
 /// One record an export reads: decoded in place by a range read, owned from a salvage.
-enum Row<'a> {
+pub(crate) enum Row<'a> {
     View(RecordRef<'a>),
     Owned(&'a Record),
 }
 
 impl Row<'_> {
-    fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         match self {
             Row::View(r) => r.seq,
             Row::Owned(r) => r.seq,
@@ -398,14 +557,120 @@ impl Row<'_> {
         }
     }
 
-    /// The row as [`to_json`] renders it, and the record's content hash.
-    fn json_and_hash(&self) -> (Value, [u8; 32]) {
+    /// When the log wrote the record (its timestamp).
+    pub(crate) fn written_ns(&self) -> u64 {
         match self {
-            Row::View(r) => {
-                let hash = r.hash();
-                (r.to_json_with_hash(hash), hash)
-            }
-            Row::Owned(r) => (to_json(r), r.hash),
+            Row::View(r) => r.ts_ns,
+            Row::Owned(r) => r.ts_ns,
+        }
+    }
+
+    /// An event's fields, borrowed from either form; call only for an event row
+    /// ([`Row::event`] is `Some`).
+    pub(crate) fn event_fields(&self) -> EventView<'_> {
+        let (seq, ts_ns) = (self.seq(), self.written_ns());
+        match self {
+            Row::View(RecordRef {
+                body: BodyRef::Event(e),
+                ..
+            }) => EventView {
+                seq,
+                kind: e.kind,
+                tier: e.tier.name(),
+                source: e.source,
+                recorded_ns: e.recorded_ns,
+                written_ns: ts_ns,
+                event_time_ns: e.event_time_ns,
+                payload: match e.payload {
+                    PayloadRef::None => PayloadView::None,
+                    PayloadRef::Json(b) => PayloadView::JsonText(b),
+                    PayloadRef::Raw(b) => PayloadView::Raw(b),
+                },
+                values: ValuesView::Ref(e.values),
+            },
+            Row::Owned(Record {
+                body: Body::Event(e),
+                ..
+            }) => EventView {
+                seq,
+                kind: &e.kind,
+                tier: e.tier.name(),
+                source: e.source.as_deref(),
+                recorded_ns: e.recorded_ns,
+                written_ns: ts_ns,
+                event_time_ns: e.event_time_ns,
+                payload: match &e.payload {
+                    Payload::None => PayloadView::None,
+                    Payload::Json(v) => PayloadView::JsonValue(v),
+                    Payload::Raw(b) => PayloadView::Raw(b),
+                },
+                values: ValuesView::Owned(&e.values),
+            },
+            // Not an event: nothing to give.
+            _ => EventView {
+                seq,
+                kind: "",
+                tier: "",
+                source: None,
+                recorded_ns: ts_ns,
+                written_ns: ts_ns,
+                event_time_ns: None,
+                payload: PayloadView::None,
+                values: ValuesView::Owned(&[]),
+            },
+        }
+    }
+
+    /// The record's content hash.
+    pub(crate) fn hash(&self) -> [u8; 32] {
+        match self {
+            Row::View(r) => r.hash(),
+            Row::Owned(r) => r.hash,
+        }
+    }
+
+    /// The row as [`to_json`] renders it, given its content hash.
+    pub(crate) fn json(&self, hash: [u8; 32]) -> Value {
+        match self {
+            Row::View(r) => r.to_json_with_hash(hash),
+            Row::Owned(r) => to_json(r),
+        }
+    }
+}
+
+/// An event's fields, borrowed from a [`Row`] of either form.
+pub(crate) struct EventView<'r> {
+    pub(crate) seq: u64,
+    pub(crate) kind: &'r str,
+    pub(crate) tier: &'static str,
+    pub(crate) source: Option<&'r str>,
+    pub(crate) recorded_ns: u64,
+    pub(crate) written_ns: u64,
+    pub(crate) event_time_ns: Option<u64>,
+    pub(crate) payload: PayloadView<'r>,
+    pub(crate) values: ValuesView<'r>,
+}
+
+/// An event's payload: unparsed JSON text from a range read, parsed from a salvage.
+pub(crate) enum PayloadView<'r> {
+    None,
+    JsonText(&'r [u8]),
+    JsonValue(&'r Value),
+    Raw(&'r [u8]),
+}
+
+/// An event's values, in place or owned.
+pub(crate) enum ValuesView<'r> {
+    Ref(crate::decode::ValuesRef<'r>),
+    Owned(&'r [(String, f64)]),
+}
+
+impl ValuesView<'_> {
+    /// Calls `f` with each (name, value), in the order recorded.
+    pub(crate) fn each(&self, mut f: impl FnMut(&str, f64)) {
+        match self {
+            ValuesView::Ref(v) => v.iter().for_each(|(n, x)| f(n, x)),
+            ValuesView::Owned(v) => v.iter().for_each(|(n, x)| f(n, *x)),
         }
     }
 }
@@ -430,14 +695,14 @@ fn unweighted_reason(c: Option<&blackbox::Counters>) -> String {
 }
 
 /// A writer that counts and hashes what passes through it.
-struct Hashing<'a> {
+pub(crate) struct Hashing<'a> {
     inner: &'a mut dyn Write,
-    hasher: blake3::Hasher,
-    bytes: u64,
+    pub(crate) hasher: blake3::Hasher,
+    pub(crate) bytes: u64,
 }
 
 impl<'a> Hashing<'a> {
-    fn new(inner: &'a mut dyn Write) -> Hashing<'a> {
+    pub(crate) fn new(inner: &'a mut dyn Write) -> Hashing<'a> {
         Hashing {
             inner,
             hasher: blake3::Hasher::new(),
@@ -459,7 +724,7 @@ impl Write for Hashing<'_> {
     }
 }
 
-fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {
+pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {
     Error::Io {
         op,
         path: path.to_owned(),

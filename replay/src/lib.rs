@@ -62,10 +62,12 @@
 mod decode;
 mod error;
 mod export;
+pub mod export_mcap;
 mod inputs;
 mod json;
 pub mod json_input;
 mod manifest;
+mod mcap_read;
 mod output;
 mod private_temp;
 mod query;
@@ -85,7 +87,10 @@ pub use decode::{
     ValueSummary, ValuesRef, record_hash,
 };
 pub use error::{Error, Result};
-pub use export::{ExportOptions, check_export_against_log, export_jsonl, export_jsonl_to};
+pub use export::{
+    ExportFormat, ExportOptions, McapCompression, check_export_against_log, export, export_jsonl,
+    export_jsonl_to, export_to,
+};
 pub use inputs::{open_log_dir, read_key_file};
 pub use json::{hex, to_json};
 pub use manifest::{

@@ -39,8 +39,13 @@ pub struct ExportManifest {
     pub kinds: Vec<String>,
     /// Whether the events of summarized and dropped kinds were exported too.
     pub include_unweighted: bool,
-    /// Rows written.
+    /// The file's format.
+    pub format: crate::ExportFormat,
+    /// Rows written: events.
     pub rows: u64,
+    /// Records written besides events (an MCAP export's summaries, incidents,
+    /// knowledge-base commits and accounting; none in JSONL).
+    pub records: u64,
     /// Bytes written.
     pub bytes: u64,
     /// blake3 of the bytes written.
@@ -163,17 +168,24 @@ impl ExportManifest {
             .file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned());
+        let mut file = json!({
+            "path": file_name,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "blake3": hex(&self.blake3),
+        });
+        let mut types = vec!["event"];
+        if let crate::ExportFormat::Mcap(c) = self.format {
+            file["messages"] = (self.rows + self.records).into();
+            file["compression"] = c.name().into();
+            types.extend(crate::export_mcap::EXTRA_TYPES.iter().map(|t| t.name()));
+        }
         json!({
             "manifest_version": MANIFEST_VERSION,
-            "format": "jsonl",
+            "format": self.format.name(),
             "tool": {"name": "blackbox", "version": env!("CARGO_PKG_VERSION")},
             "created_at": format_time(self.created_ns),
-            "file": {
-                "path": file_name,
-                "rows": self.rows,
-                "bytes": self.bytes,
-                "blake3": hex(&self.blake3),
-            },
+            "file": file,
             "log": {
                 "dir": self.log_dir.display().to_string(),
                 "digest": self.log_digest.map(|d| d.to_string()),
@@ -187,7 +199,7 @@ impl ExportManifest {
                 "from_seq": self.from_seq,
                 "to_seq": self.to_seq,
                 "kinds": self.kinds,
-                "types": ["event"],
+                "types": types,
                 "include_unweighted": self.include_unweighted,
                 "salvage": self.salvage,
             },
@@ -310,12 +322,26 @@ fn read_manifest(path: &Path) -> Result<Value> {
             e.column()
         ))
     })?;
-    if v["manifest_version"].as_u64() != Some(MANIFEST_VERSION) || v["format"] != "jsonl" {
+    if v["manifest_version"].as_u64() != Some(MANIFEST_VERSION) || format_of(&v).is_err() {
         return Err(bad(format!(
-            "it is not a version {MANIFEST_VERSION} manifest of a JSONL export"
+            "it is not a version {MANIFEST_VERSION} manifest of a JSONL or MCAP export"
         )));
     }
     Ok(v)
+}
+
+/// The export format a manifest names; the error says why it names none.
+pub(crate) fn format_of(m: &Value) -> std::result::Result<crate::ExportFormat, String> {
+    match m["format"].as_str() {
+        Some("jsonl") => Ok(crate::ExportFormat::Jsonl),
+        Some("mcap") => {
+            let name = m["file"]["compression"].as_str().unwrap_or("");
+            crate::McapCompression::parse(name)
+                .map(crate::ExportFormat::Mcap)
+                .ok_or_else(|| format!("its MCAP compression {name:?} is not zstd, lz4 or none"))
+        }
+        _ => Err("its format is neither jsonl nor mcap".to_owned()),
+    }
 }
 
 /// What a JSONL file holds, read back: what its manifest describes.
@@ -410,7 +436,10 @@ pub(crate) fn summarize_file(path: &Path) -> Result<FileSummary> {
 /// manifest that cannot be read as one; [`Error::Io`].
 pub fn check_export(path: &Path) -> Result<CheckReport> {
     let (file, manifest_file, m) = resolve_check_paths(path)?;
-    let found = summarize_file(&file)?;
+    let found = match format_of(&m) {
+        Ok(crate::ExportFormat::Mcap(_)) => crate::export_mcap::summarize_mcap(&file)?,
+        _ => summarize_file(&file)?,
+    };
     let changed = |what: String| Error::ExportChanged {
         file: file.clone(),
         what,

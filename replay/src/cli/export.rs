@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use blackbox::LogReader;
-use blackbox_replay::{ExportManifest, ExportOptions, hex};
+use blackbox_replay::{ExportFormat, ExportManifest, ExportOptions, McapCompression, hex};
 use serde_json::json;
 
 use super::range::{RangeArgs, explain_empty};
@@ -16,11 +16,25 @@ use super::{CliError, glob_arg, key_from, line, progress_bar, warn_unverified};
 pub enum Format {
     /// One JSON object a line.
     Jsonl,
+    /// MCAP, for Foxglove: a channel per kind, summaries, incidents, knowledge-base
+    /// commits and accounting on channels of their own.
+    Mcap,
+}
+
+/// How an MCAP export compresses its chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compression {
+    /// zstd.
+    Zstd,
+    /// lz4: faster, larger.
+    Lz4,
+    /// None.
+    None,
 }
 
 /// Export events as JSON lines (seq, ts, kind, source, payload, values, weight, tier,
-/// hash), and FILE.manifest.json beside the file; or check an exported file against its
-/// manifest.
+/// hash) or as MCAP (--format mcap, for Foxglove), and FILE.manifest.json beside the
+/// file; or check an exported file against its manifest.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The log directory (with --check: also derive the file again from this log).
@@ -29,6 +43,9 @@ pub struct Args {
     /// The file format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
+    /// How an MCAP export compresses its chunks.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: Compression,
     #[command(flatten)]
     range: RangeArgs,
     /// Only events whose kind matches this glob (repeatable; `*` crosses dots; `!GLOB`
@@ -66,7 +83,6 @@ pub struct Args {
 
 /// Runs `blackbox export`.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let Format::Jsonl = args.format;
     if let Some(path) = &args.check {
         return check(&args, path);
     }
@@ -100,6 +116,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let options = ExportOptions {
         include_unweighted: args.include_unweighted,
         salvage: args.salvage,
+        format: match args.format {
+            Format::Jsonl => ExportFormat::Jsonl,
+            Format::Mcap => ExportFormat::Mcap(match args.compression {
+                Compression::Zstd => McapCompression::Zstd,
+                Compression::Lz4 => McapCompression::Lz4,
+                Compression::None => McapCompression::None,
+            }),
+        },
     };
     let to_stdout = out_path.as_os_str() == "-";
     let bar = progress_bar(
@@ -115,9 +139,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let result = if to_stdout {
         let stdout = io::stdout();
         let mut lock = stdout.lock();
-        blackbox_replay::export_jsonl_to(dir, &query, &options, &mut lock, &mut progress)
+        blackbox_replay::export_to(dir, &query, &options, &mut lock, &mut progress)
     } else {
-        blackbox_replay::export_jsonl(dir, &query, out_path, &options, &mut progress)
+        blackbox_replay::export(dir, &query, out_path, &options, &mut progress)
     };
     bar.finish_and_clear();
     let manifest = match result {
@@ -208,6 +232,12 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
         "exported {} events{range} to {to}; log digest {digest}",
         m.rows
     );
+    if m.records > 0 {
+        s.push_str(&format!(
+            "; and {} summaries, incidents, knowledge-base commits and accounting records",
+            m.records
+        ));
+    }
     if !m.excluded.is_empty() {
         let left: Vec<String> = m
             .excluded

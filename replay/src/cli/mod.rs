@@ -57,7 +57,7 @@ enum Command {
     State(state::Args),
     /// Read and revise the knowledge base: versioned facts with provenance.
     Kb(kb::Args),
-    /// Export events as JSON lines, with a manifest beside the file.
+    /// Export events as JSON lines or MCAP, with a manifest beside the file.
     Export(export::Args),
     /// Record a simulated robot run with an incident into a new log, then review it.
     Demo(demo::Args),
