@@ -115,6 +115,8 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The recorder failed (an import recording into a log).
+    Recorder(blackbox::Error),
     /// An operating-system call failed outside the log (an export file, a key file).
     Io {
         /// What was being done, e.g. `"write export file"`.
@@ -206,6 +208,7 @@ impl fmt::Display for Error {
                 "{} is not a readable MCAP file (at byte {offset}): {reason}",
                 path.display()
             ),
+            Error::Recorder(e) => e.fmt(f),
             Error::Io { op, path, source } => {
                 write!(f, "cannot {op} {}: {source}", path.display())
             }
@@ -218,6 +221,7 @@ impl std::error::Error for Error {
         match self {
             Error::Log(e) => Some(e),
             Error::Kb(e) => Some(e),
+            Error::Recorder(e) => Some(e),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }

@@ -732,7 +732,7 @@ pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error
     }
 }
 
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))

@@ -18,8 +18,9 @@
 //! - [`Decoder`]: turns one [`LogRecord`](blackbox_log::LogRecord) into a [`Record`],
 //!   for hosts that read the log themselves.
 //! - [`to_json`]: a record as the JSON object `blackbox replay --json` prints.
-//! - [`stats()`], [`export_jsonl`]: the log's totals, and the JSONL export with its
-//!   manifest; [`Weights`]: the export weights, computed from the log;
+//! - [`stats()`], [`export_jsonl`], [`export()`]: the log's totals, and the JSONL or
+//!   MCAP export ([`export_mcap`] says its layout) with its manifest; [`Weights`]: the
+//!   export weights, computed from the log;
 //!   [`check_export`]: whether an exported file is still what its manifest says.
 //! - [`state_at`]: time travel: the working memory, the knowledge base and the
 //!   accounting totals at any point in time; [`kb_view`]: the
@@ -28,6 +29,8 @@
 //!   command parses it, and [`record_apply::apply_line`]: the line applied to a running
 //!   recorder as the command applies it; [`json_input::parse_strict`]: JSON refusing a
 //!   key given twice.
+//! - [`import_mcap::import_mcap`]: an MCAP recording recorded into a log through a
+//!   policy, each message at its log time.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
 //!   argument formats.
 //!
@@ -63,6 +66,7 @@ mod decode;
 mod error;
 mod export;
 pub mod export_mcap;
+pub mod import_mcap;
 mod inputs;
 mod json;
 pub mod json_input;

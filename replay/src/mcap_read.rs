@@ -38,14 +38,26 @@ pub(crate) fn read_mcap(
         source,
     })?;
     let mut reader = LinearReader::new_with_options(
-        LinearReaderOptions::default().with_record_length_limit(RECORD_BYTES_MAX),
+        // A chunk's CRC is checked before any of its records is handed out: a damaged
+        // chunk gives none.
+        LinearReaderOptions::default()
+            .with_record_length_limit(RECORD_BYTES_MAX)
+            .with_prevalidate_chunk_crcs(true)
+            .with_validate_data_section_crc(true)
+            .with_validate_summary_section_crc(true),
     );
     let mut hasher = blake3::Hasher::new();
     let mut offset: u64 = 0;
     let fault = |offset: u64, e: mcap::McapError| Error::Mcap {
         path: path.to_owned(),
         offset,
-        reason: reason(&e),
+        reason: match e {
+            // The 8 magic bytes and a header: no MCAP file is shorter.
+            mcap::McapError::UnexpectedEof if offset < 8 => {
+                format!("it is {offset} bytes long, too short to be an MCAP file")
+            }
+            e => reason(&e),
+        },
     };
     while let Some(event) = reader.next_event() {
         match event.map_err(|e| fault(offset, e))? {

@@ -19,6 +19,7 @@ mod damage;
 mod demo;
 mod digest;
 mod export;
+mod import;
 mod kb;
 mod range;
 mod record;
@@ -59,6 +60,8 @@ enum Command {
     Kb(kb::Args),
     /// Export events as JSON lines or MCAP, with a manifest beside the file.
     Export(export::Args),
+    /// Import an MCAP recording into a log through a retention policy.
+    Import(import::Args),
     /// Record a simulated robot run with an incident into a new log, then review it.
     Demo(demo::Args),
     /// Release an incident: a recorder under a disk budget stops keeping its window.
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::State(args) => state::run(args),
         Command::Kb(args) => kb::run(args),
         Command::Export(args) => export::run(args),
+        Command::Import(args) => import::run(args),
         Command::Demo(args) => demo::run(args),
     };
     match result {
