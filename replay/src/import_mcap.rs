@@ -212,8 +212,10 @@ pub fn import_mcap(
         }
         Ok(())
     });
-    // A file without messages still gives a log: opened at the time of the import.
+    // A whole file without messages still gives a log, opened at the time of the
+    // import; a file refused before its first message gives none.
     if recorder.is_none()
+        && read.is_ok()
         && let Some(config) = config.take()
     {
         clock.set_ns(crate::export::now_ns());

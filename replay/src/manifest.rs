@@ -437,7 +437,15 @@ pub(crate) fn summarize_file(path: &Path) -> Result<FileSummary> {
 pub fn check_export(path: &Path) -> Result<CheckReport> {
     let (file, manifest_file, m) = resolve_check_paths(path)?;
     let found = match format_of(&m) {
-        Ok(crate::ExportFormat::Mcap(_)) => crate::export_mcap::summarize_mcap(&file)?,
+        Ok(crate::ExportFormat::Mcap(_)) => match crate::export_mcap::summarize_mcap(&file) {
+            Err(Error::Mcap { offset, reason, .. }) => {
+                return Err(Error::ExportChanged {
+                    file,
+                    what: format!("it no longer reads as MCAP (at byte {offset}): {reason}"),
+                });
+            }
+            other => other?,
+        },
         _ => summarize_file(&file)?,
     };
     let changed = |what: String| Error::ExportChanged {
