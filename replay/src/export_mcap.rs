@@ -3,7 +3,7 @@
 //! summary section and indexes, as Foxglove and the `mcap` readers open them. The rows
 //! come from the export's one row source ([`crate::export`]); this file writes them.
 //!
-//! The layout (FORMAT.md "MCAP export"):
+//! The layout (GUIDE.md, "Opening an export in Foxglove"):
 //!
 //! - one channel per event kind, topic `/KIND`; one per summarized kind, topic
 //!   `/KIND/summary`; `/blackbox/incidents`, `/blackbox/kb` and `/blackbox/accounting`.
