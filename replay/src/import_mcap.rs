@@ -107,7 +107,6 @@ pub fn import_mcap(
     let mut schemas: HashMap<u16, (String, String)> = HashMap::new();
     let mut channels: HashMap<u16, ChannelMap> = HashMap::new();
     let mut done = McapImport::default();
-    let mut values: Vec<(String, f64)> = Vec::new();
     let read = crate::mcap_read::read_mcap(path, &mut |record, offset| {
         match record {
             Record::Schema { header, .. } => {
@@ -158,6 +157,7 @@ pub fn import_mcap(
                 let Some(r) = recorder.as_ref() else {
                     return Err(Error::Recorder(blackbox::Error::Closed));
                 };
+                let mut values: Vec<(Cow<'_, str>, f64)> = Vec::new();
                 let text = channel
                     .json
                     .then(|| std::str::from_utf8(&data).ok())
@@ -173,7 +173,7 @@ pub fn import_mcap(
                 let named: Vec<(&str, f64)>;
                 match text {
                     Some(t) => {
-                        named = values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                        named = values.iter().map(|(n, v)| (n.as_ref(), *v)).collect();
                         event = event.json(t).values(&named);
                     }
                     None => {
@@ -269,7 +269,7 @@ fn mcap_fault(path: &Path, offset: u64, reason: String) -> Error {
 /// `values` (by name, in name order, at most [`blackbox::VALUES_PER_EVENT_MAX`], names
 /// of 1 to 256 bytes); false when `text` is not JSON. A JSON value other than an
 /// object has none.
-fn top_level_numbers(text: &str, values: &mut Vec<(String, f64)>) -> bool {
+fn top_level_numbers<'t>(text: &'t str, values: &mut Vec<(Cow<'t, str>, f64)>) -> bool {
     values.clear();
     let mut de = serde_json::Deserializer::from_str(text);
     let ok = de.deserialize_any(TopLevel(values)).is_ok() && de.end().is_ok();
@@ -280,9 +280,9 @@ fn top_level_numbers(text: &str, values: &mut Vec<(String, f64)>) -> bool {
 }
 
 /// A JSON value read for its top-level numeric fields.
-struct TopLevel<'v>(&'v mut Vec<(String, f64)>);
+struct TopLevel<'v, 't>(&'v mut Vec<(Cow<'t, str>, f64)>);
 
-impl<'de> Visitor<'de> for TopLevel<'_> {
+impl<'de> Visitor<'de> for TopLevel<'_, 'de> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -290,11 +290,11 @@ impl<'de> Visitor<'de> for TopLevel<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             if let Some(v) = map.next_value::<Number>()?.0
                 && (1..=256).contains(&key.len())
             {
-                self.0.push((key.into_owned(), v));
+                self.0.push((key, v));
             }
         }
         Ok(())
@@ -322,6 +322,31 @@ impl<'de> Visitor<'de> for TopLevel<'_> {
     }
     fn visit_unit<E>(self) -> std::result::Result<(), E> {
         Ok(())
+    }
+}
+
+/// A field's name: borrowed from the text unless it holds an escape.
+struct Key<'t>(Cow<'t, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Key<'de>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -399,15 +424,19 @@ mod tests {
             r#"{"z": 1, "a": -2.5, "s": "3", "n": {"x": 4}, "l": [5], "b": true, "u": null, "big": 18446744073709551615}"#,
             &mut v
         ));
+        let got: Vec<(&str, f64)> = v.iter().map(|(n, x)| (n.as_ref(), *x)).collect();
         assert_eq!(
-            v,
-            vec![
-                ("a".to_owned(), -2.5),
-                ("big".to_owned(), 18446744073709551615.0),
-                ("z".to_owned(), 1.0)
-            ]
+            got,
+            vec![("a", -2.5), ("big", 18446744073709551615.0), ("z", 1.0)]
         );
+        let mut v = Vec::new();
         assert!(top_level_numbers("[1, 2]", &mut v));
+        assert!(v.is_empty());
+        // An escaped name is read as the name it spells.
+        assert!(top_level_numbers(r#"{"a\u0062": 3}"#, &mut v));
+        assert_eq!(v, vec![(Cow::Borrowed("ab"), 3.0)]);
+        let mut v = Vec::new();
+        assert!(top_level_numbers("[1]", &mut v));
         assert!(v.is_empty());
         assert!(!top_level_numbers("{\"a\": 1", &mut v));
         assert!(!top_level_numbers("{} x", &mut v));
