@@ -339,11 +339,13 @@ impl Weights {
     }
 
     /// The names of the values that the events of the kinds `query` selects carry
-    /// (anywhere in the log read, not only in the query's range).
-    pub fn value_names(&self, query: &Query) -> BTreeSet<String> {
+    /// (anywhere in the log read, not only in the query's range); without
+    /// `include_unweighted`, of weighted kinds only (an export leaves the others out).
+    pub fn value_names(&self, query: &Query, include_unweighted: bool) -> BTreeSet<String> {
         self.value_names
             .iter()
             .filter(|(kind, _)| query.kind_selected(Some(kind)))
+            .filter(|(kind, _)| include_unweighted || !self.unweighted.contains_key(*kind))
             .flat_map(|(_, names)| names.iter().cloned())
             .collect()
     }

@@ -308,7 +308,7 @@ pub(crate) fn export_upto(
     } else {
         (Weights::default(), Rows::None)
     };
-    sink.begin(&weights.value_names(query))?;
+    sink.begin(&weights.value_names(query, options.include_unweighted))?;
     loop {
         // A range read's rows are decoded in place; a salvage's are owned.
         let owned;
