@@ -18,9 +18,8 @@
 //! - [`Decoder`]: turns one [`LogRecord`](blackbox_log::LogRecord) into a [`Record`],
 //!   for hosts that read the log themselves.
 //! - [`to_json`]: a record as the JSON object `blackbox replay --json` prints.
-//! - [`stats()`], [`export_jsonl`], [`export()`]: the log's totals, and the JSONL or
-//!   MCAP export ([`export_mcap`] says its layout) with its manifest; [`Weights`]: the
-//!   export weights, computed from the log;
+//! - [`stats()`], [`export_jsonl`], [`export_parquet`], [`export_mcap`]: the log's
+//!   totals, and the JSONL, Parquet and MCAP exports with their manifest; [`Weights`]: the export weights, computed from the log;
 //!   [`check_export`]: whether an exported file is still what its manifest says.
 //! - [`state_at`]: time travel: the working memory, the knowledge base and the
 //!   accounting totals at any point in time; [`kb_view`]: the
@@ -65,7 +64,6 @@
 mod decode;
 mod error;
 mod export;
-pub mod export_mcap;
 pub mod import_mcap;
 mod inputs;
 mod json;
@@ -92,15 +90,16 @@ pub use decode::{
 };
 pub use error::{Error, Result};
 pub use export::{
-    ExportFormat, ExportOptions, McapCompression, check_export_against_log, export, export_jsonl,
-    export_jsonl_to, export_to,
+    ExportOptions, McapCompression, ParquetOptions, check_export_against_log, export_jsonl,
+    export_jsonl_to, export_mcap, export_mcap_to, export_parquet,
 };
 pub use inputs::{open_log_dir, read_key_file};
 pub use json::{hex, to_json};
 pub use manifest::{
-    CheckReport, Excluded, ExportManifest, KindRows, MANIFEST_VERSION, check_export,
+    CheckReport, Excluded, ExportFormat, ExportManifest, ExportedFile, KindRows, MANIFEST_VERSION,
+    check_export,
 };
-pub use output::{AtomicFile, check_output};
+pub use output::{AtomicFile, check_output, check_output_dir};
 pub use query::{Order, Query};
 pub use replay::{Replay, fold};
 pub use salvage::{Salvage, Salvaged, loses_records, loss_json, salvage};

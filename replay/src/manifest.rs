@@ -17,11 +17,59 @@ use crate::weights::{RangeAccounting, Unreconciled};
 /// The manifest format's version, in its `manifest_version` field.
 pub const MANIFEST_VERSION: u64 = 1;
 
-/// What [`export_jsonl`](crate::export_jsonl) wrote, and what
-/// [`check_export`] compares a file against.
+/// An export's encoding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// JSON lines ([`export_jsonl`](crate::export_jsonl)).
+    #[default]
+    Jsonl,
+    /// Parquet ([`export_parquet`](crate::export_parquet)).
+    Parquet,
+    /// MCAP ([`export_mcap`](crate::export_mcap)), its chunks compressed so.
+    Mcap(crate::McapCompression),
+}
+
+impl ExportFormat {
+    /// The name the manifest's `format` field gives.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFormat::Jsonl => "jsonl",
+            ExportFormat::Parquet => "parquet",
+            ExportFormat::Mcap(_) => "mcap",
+        }
+    }
+}
+
+/// One file an export wrote, as its manifest's `files` list describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportedFile {
+    /// Its path: relative to the manifest's directory when it lies there, else absolute.
+    pub path: PathBuf,
+    /// `events` or `summaries`.
+    pub role: &'static str,
+    /// The kind of a partition's file (`--partition kind`).
+    pub kind: Option<String>,
+    /// Rows.
+    pub rows: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// blake3 of its bytes.
+    pub blake3: [u8; 32],
+}
+
+/// What [`export_jsonl`](crate::export_jsonl) or
+/// [`export_parquet`](crate::export_parquet) wrote, and what [`check_export`] compares
+/// an export against.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportManifest {
-    /// The data file (empty for an export to a stream).
+    /// The encoding.
+    pub format: ExportFormat,
+    /// Whether the events are a directory of one file per kind (Parquet).
+    pub partition_by_kind: bool,
+    /// Every file written (Parquet: the events' file or files, and the summaries');
+    /// empty for JSONL, whose one file is `file`.
+    pub files: Vec<ExportedFile>,
+    /// The data file, or the partition directory (empty for an export to a stream).
     pub file: PathBuf,
     /// The manifest file, `FILE.manifest.json` (empty for an export to a stream).
     pub manifest_file: PathBuf,
@@ -39,16 +87,15 @@ pub struct ExportManifest {
     pub kinds: Vec<String>,
     /// Whether the events of summarized and dropped kinds were exported too.
     pub include_unweighted: bool,
-    /// The file's format.
-    pub format: crate::ExportFormat,
-    /// Rows written: events.
-    pub rows: u64,
     /// Records written besides events (an MCAP export's summaries, incidents,
-    /// knowledge-base commits and accounting; none in JSONL).
+    /// knowledge-base commits and accounting records; none in the other encodings).
     pub records: u64,
-    /// Bytes written.
+    /// Event rows written.
+    pub rows: u64,
+    /// Bytes of the events written (a partition directory: of all its files).
     pub bytes: u64,
-    /// blake3 of the bytes written.
+    /// blake3 of the bytes of the events written (a partition directory: of its
+    /// listing, FORMAT.md "Parquet export").
     pub blake3: [u8; 32],
     /// Seq of the first row.
     pub first_seq: Option<u64>,
@@ -168,24 +215,17 @@ impl ExportManifest {
             .file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned());
-        let mut file = json!({
-            "path": file_name,
-            "rows": self.rows,
-            "bytes": self.bytes,
-            "blake3": hex(&self.blake3),
-        });
-        let mut types = vec!["event"];
-        if let crate::ExportFormat::Mcap(c) = self.format {
-            file["messages"] = (self.rows + self.records).into();
-            file["compression"] = c.name().into();
-            types.extend(crate::export_mcap::EXTRA_TYPES.iter().map(|t| t.name()));
-        }
-        json!({
+        let mut m = json!({
             "manifest_version": MANIFEST_VERSION,
             "format": self.format.name(),
             "tool": {"name": "blackbox", "version": env!("CARGO_PKG_VERSION")},
             "created_at": format_time(self.created_ns),
-            "file": file,
+            "file": {
+                "path": file_name,
+                "rows": self.rows,
+                "bytes": self.bytes,
+                "blake3": hex(&self.blake3),
+            },
             "log": {
                 "dir": self.log_dir.display().to_string(),
                 "digest": self.log_digest.map(|d| d.to_string()),
@@ -199,7 +239,7 @@ impl ExportManifest {
                 "from_seq": self.from_seq,
                 "to_seq": self.to_seq,
                 "kinds": self.kinds,
-                "types": types,
+                "types": ["event"],
                 "include_unweighted": self.include_unweighted,
                 "salvage": self.salvage,
             },
@@ -232,7 +272,34 @@ impl ExportManifest {
                 "to_accounting_seq": self.accounting.to_seq,
                 "kinds": accounting,
             },
-        })
+        });
+        if let ExportFormat::Mcap(c) = self.format {
+            m["file"]["messages"] = (self.rows + self.records).into();
+            m["file"]["compression"] = c.name().into();
+            let mut types = vec!["event"];
+            types.extend(crate::export::mcap::EXTRA_TYPES.iter().map(|t| t.name()));
+            m["query"]["types"] = types.into();
+        }
+        if self.format == ExportFormat::Parquet {
+            m["parquet"] = json!({
+                "partition": if self.partition_by_kind { Value::from("kind") } else { Value::Null },
+            });
+            m["files"] = self
+                .files
+                .iter()
+                .map(|f| {
+                    json!({
+                        "path": f.path.display().to_string(),
+                        "role": f.role,
+                        "kind": f.kind,
+                        "rows": f.rows,
+                        "bytes": f.bytes,
+                        "blake3": hex(&f.blake3),
+                    })
+                })
+                .collect();
+        }
+        m
     }
 }
 
@@ -322,26 +389,14 @@ fn read_manifest(path: &Path) -> Result<Value> {
             e.column()
         ))
     })?;
-    if v["manifest_version"].as_u64() != Some(MANIFEST_VERSION) || format_of(&v).is_err() {
+    if v["manifest_version"].as_u64() != Some(MANIFEST_VERSION)
+        || !(v["format"] == "jsonl" || v["format"] == "parquet" || v["format"] == "mcap")
+    {
         return Err(bad(format!(
-            "it is not a version {MANIFEST_VERSION} manifest of a JSONL or MCAP export"
+            "it is not a version {MANIFEST_VERSION} manifest of a JSONL, Parquet or MCAP export"
         )));
     }
     Ok(v)
-}
-
-/// The export format a manifest names; the error says why it names none.
-pub(crate) fn format_of(m: &Value) -> std::result::Result<crate::ExportFormat, String> {
-    match m["format"].as_str() {
-        Some("jsonl") => Ok(crate::ExportFormat::Jsonl),
-        Some("mcap") => {
-            let name = m["file"]["compression"].as_str().unwrap_or("");
-            crate::McapCompression::parse(name)
-                .map(crate::ExportFormat::Mcap)
-                .ok_or_else(|| format!("its MCAP compression {name:?} is not zstd, lz4 or none"))
-        }
-        _ => Err("its format is neither jsonl nor mcap".to_owned()),
-    }
 }
 
 /// What a JSONL file holds, read back: what its manifest describes.
@@ -436,8 +491,11 @@ pub(crate) fn summarize_file(path: &Path) -> Result<FileSummary> {
 /// manifest that cannot be read as one; [`Error::Io`].
 pub fn check_export(path: &Path) -> Result<CheckReport> {
     let (file, manifest_file, m) = resolve_check_paths(path)?;
-    let found = match format_of(&m) {
-        Ok(crate::ExportFormat::Mcap(_)) => match crate::export_mcap::summarize_mcap(&file) {
+    if m["format"] == "parquet" {
+        return crate::export::check_parquet(file, manifest_file, &m);
+    }
+    let found = if m["format"] == "mcap" {
+        match crate::export::mcap::summarize_mcap(&file) {
             Err(Error::Mcap { offset, reason, .. }) => {
                 return Err(Error::ExportChanged {
                     file,
@@ -445,8 +503,9 @@ pub fn check_export(path: &Path) -> Result<CheckReport> {
                 });
             }
             other => other?,
-        },
-        _ => summarize_file(&file)?,
+        }
+    } else {
+        summarize_file(&file)?
     };
     let changed = |what: String| Error::ExportChanged {
         file: file.clone(),

@@ -7,7 +7,7 @@
 //!
 //! The log: 100-byte JSON payloads with two numeric values, in 8 kinds, all kept in
 //! full, recorded on a manual clock that moves 1 µs per event. Each export
-//! (`blackbox_replay::export`, as `blackbox export` runs it: the digest, the weights,
+//! (`export_jsonl`, `export_mcap`, as `blackbox export` runs them: the digest, the weights,
 //! the rows, the manifest) writes a new file; the median of `--rounds` runs is printed
 //! for JSONL and for MCAP with zstd, lz4 and no compression, with the ratio to JSONL's
 //! speed. The import: an MCAP file of as many 100-byte JSON messages on 8 topics
@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use blackbox::{Config, Durability, Event, ManualClock, Recorder};
 use blackbox_benches::Result;
-use blackbox_replay::{ExportFormat, ExportOptions, McapCompression, Query};
+use blackbox_replay::{ExportOptions, McapCompression, Query};
 
 const KINDS: [&str; 8] = [
     "arm.state",
@@ -145,10 +145,10 @@ fn run(args: &Args) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     let formats = [
-        ("jsonl", ExportFormat::Jsonl),
-        ("mcap zstd", ExportFormat::Mcap(McapCompression::Zstd)),
-        ("mcap lz4", ExportFormat::Mcap(McapCompression::Lz4)),
-        ("mcap none", ExportFormat::Mcap(McapCompression::None)),
+        ("jsonl", None),
+        ("mcap zstd", Some(McapCompression::Zstd)),
+        ("mcap lz4", Some(McapCompression::Lz4)),
+        ("mcap none", Some(McapCompression::None)),
     ];
     let mut jsonl_rate = None;
     println!("| export | median | events/s | vs JSONL | file |");
@@ -158,12 +158,13 @@ fn run(args: &Args) -> Result<()> {
         let mut bytes = 0;
         for round in 0..args.rounds {
             let out = tmp.path().join(format!("out-{round}"));
-            let options = ExportOptions {
-                format,
-                ..ExportOptions::default()
-            };
+            let options = ExportOptions::default();
+            let (q, progress) = (Query::new(), &mut |_| {});
             let t = Instant::now();
-            let m = blackbox_replay::export(&log, &Query::new(), &out, &options, &mut |_| {})?;
+            let m = match format {
+                None => blackbox_replay::export_jsonl(&log, &q, &out, &options, progress)?,
+                Some(c) => blackbox_replay::export_mcap(&log, &q, &out, &options, c, progress)?,
+            };
             secs.push(t.elapsed().as_secs_f64());
             if m.rows != args.events {
                 return Err(format!("{name}: exported {} rows of {}", m.rows, args.events).into());

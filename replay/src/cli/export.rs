@@ -1,11 +1,11 @@
-//! `blackbox export`: events as JSON lines with their weights, and a manifest beside the
-//! file; `export --check` proves a file is still what its manifest says.
+//! `blackbox export`: events as JSON lines or Parquet with their weights, and a manifest
+//! beside the output; `export --check` proves an export is still what its manifest says.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use blackbox::LogReader;
-use blackbox_replay::{ExportFormat, ExportManifest, ExportOptions, McapCompression, hex};
+use blackbox_replay::{ExportManifest, ExportOptions, McapCompression, ParquetOptions, hex};
 use serde_json::json;
 
 use super::range::{RangeArgs, explain_empty};
@@ -16,7 +16,9 @@ use super::{CliError, glob_arg, key_from, line, progress_bar, warn_unverified};
 pub enum Format {
     /// One JSON object a line.
     Jsonl,
-    /// MCAP, for Foxglove: a channel per kind, summaries, incidents, knowledge-base
+    /// Parquet: typed columns, one row per event (zstd pages).
+    Parquet,
+    /// MCAP, for Foxglove: a channel per kind, and summaries, incidents, knowledge-base
     /// commits and accounting on channels of their own.
     Mcap,
 }
@@ -32,9 +34,16 @@ pub enum Compression {
     None,
 }
 
+/// How a Parquet export is split into files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Partition {
+    /// A hive-style directory, OUT/kind=KIND/part-0.parquet.
+    Kind,
+}
+
 /// Export events as JSON lines (seq, ts, kind, source, payload, values, weight, tier,
-/// hash) or as MCAP (--format mcap, for Foxglove), and FILE.manifest.json beside the
-/// file; or check an exported file against its manifest.
+/// hash), as Parquet (the same in typed columns) or as MCAP (for Foxglove), and
+/// OUT.manifest.json beside the output; or check an export against its manifest.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The log directory (with --check: also derive the file again from this log).
@@ -43,9 +52,17 @@ pub struct Args {
     /// The file format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
-    /// How an MCAP export compresses its chunks.
+    /// MCAP: how its chunks are compressed.
     #[arg(long, value_enum, default_value = "zstd")]
     compression: Compression,
+    /// Parquet: write a directory of one file per kind (OUT/kind=KIND/part-0.parquet),
+    /// which DuckDB, Spark and Polars read as one dataset; OUT must be absent or empty.
+    #[arg(long, value_enum, value_name = "BY", conflicts_with = "check")]
+    partition: Option<Partition>,
+    /// Parquet: also write the summary records the query selects to FILE (one row per
+    /// summary window), listed in the same manifest.
+    #[arg(long, value_name = "FILE", conflicts_with = "check")]
+    summaries: Option<PathBuf>,
     #[command(flatten)]
     range: RangeArgs,
     /// Only events whose kind matches this glob (repeatable; `*` crosses dots; `!GLOB`
@@ -86,6 +103,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if let Some(path) = &args.check {
         return check(&args, path);
     }
+    if args.format != Format::Parquet && (args.partition.is_some() || args.summaries.is_some()) {
+        return Err(CliError::new(
+            "--partition and --summaries are Parquet options: add --format parquet",
+        ));
+    }
     let (Some(dir), Some(out_path)) = (&args.dir, &args.out) else {
         return Err(CliError::new(
             "export needs --dir and --out (or --check FILE): see `blackbox export --help`",
@@ -116,16 +138,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let options = ExportOptions {
         include_unweighted: args.include_unweighted,
         salvage: args.salvage,
-        format: match args.format {
-            Format::Jsonl => ExportFormat::Jsonl,
-            Format::Mcap => ExportFormat::Mcap(match args.compression {
-                Compression::Zstd => McapCompression::Zstd,
-                Compression::Lz4 => McapCompression::Lz4,
-                Compression::None => McapCompression::None,
-            }),
-        },
     };
     let to_stdout = out_path.as_os_str() == "-";
+    if to_stdout && args.format == Format::Parquet {
+        return Err(CliError::new(
+            "a Parquet export is written to a file (--out FILE), not to stdout: its footer is written last",
+        ));
+    }
     let bar = progress_bar(
         end,
         if to_stdout {
@@ -136,12 +155,36 @@ pub fn run(args: Args) -> Result<(), CliError> {
     );
     // Cheap: the bar redraws at most a few times a second.
     let mut progress = |seq: u64| bar.set_position(seq);
-    let result = if to_stdout {
+    let compression = match args.compression {
+        Compression::Zstd => McapCompression::Zstd,
+        Compression::Lz4 => McapCompression::Lz4,
+        Compression::None => McapCompression::None,
+    };
+    let result = if to_stdout && args.format == Format::Mcap {
         let stdout = io::stdout();
         let mut lock = stdout.lock();
-        blackbox_replay::export_to(dir, &query, &options, &mut lock, &mut progress)
+        blackbox_replay::export_mcap_to(
+            dir,
+            &query,
+            &options,
+            compression,
+            &mut lock,
+            &mut progress,
+        )
+    } else if to_stdout {
+        let stdout = io::stdout();
+        let mut lock = stdout.lock();
+        blackbox_replay::export_jsonl_to(dir, &query, &options, &mut lock, &mut progress)
+    } else if args.format == Format::Mcap {
+        blackbox_replay::export_mcap(dir, &query, out_path, &options, compression, &mut progress)
+    } else if args.format == Format::Parquet {
+        let parquet = ParquetOptions {
+            partition_by_kind: args.partition == Some(Partition::Kind),
+            summaries: args.summaries.clone(),
+        };
+        blackbox_replay::export_parquet(dir, &query, out_path, &options, &parquet, &mut progress)
     } else {
-        blackbox_replay::export(dir, &query, out_path, &options, &mut progress)
+        blackbox_replay::export_jsonl(dir, &query, out_path, &options, &mut progress)
     };
     bar.finish_and_clear();
     let manifest = match result {

@@ -58,7 +58,7 @@ enum Command {
     State(state::Args),
     /// Read and revise the knowledge base: versioned facts with provenance.
     Kb(kb::Args),
-    /// Export events as JSON lines or MCAP, with a manifest beside the file.
+    /// Export events as JSON lines, Parquet or MCAP, with a manifest beside the output.
     Export(export::Args),
     /// Import an MCAP recording into a log through a retention policy.
     Import(import::Args),

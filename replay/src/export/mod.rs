@@ -1,26 +1,42 @@
-//! Export for training data: JSONL, one event a line with its export weight, and a
-//! manifest beside it that proves what the file holds and where it came from.
+//! Export for training data: the events a query selects, each with its export weight,
+//! in one of the encodings (JSONL, one event a line; Parquet, typed columns), and a
+//! manifest beside the output that proves what it holds and where it came from.
+//!
+//! Everything but the encoding is shared: the rows come from one source (a range read
+//! up to the log's digest, or a salvage), weighted by [`Weights`], counted into the
+//! manifest; each encoding is a [`RowSink`].
 
-use std::collections::BTreeMap;
-use std::io::{BufWriter, Write};
+mod hashing;
+mod jsonl;
+pub(crate) mod mcap;
+mod parquet;
+mod parquet_check;
+mod partition;
+mod row;
+mod summaries;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use blackbox::LogReader;
 use blackbox::log::ReaderOptions;
-use serde_json::Value;
 
-use blackbox::codec::WrittenTier;
-
-use crate::decode::{Body, BodyRef, Payload, PayloadRef, Record, RecordRef, RecordType};
+use crate::decode::RecordType;
 use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
-use crate::json::to_json;
 use crate::manifest::{CheckReport, Excluded, ExportManifest, KindRows, manifest_path};
 use crate::output::AtomicFile;
 use crate::query::{Order, Query};
 use crate::replay::Replay;
 use crate::salvage::Salvaged;
 use crate::weights::Weights;
+
+pub use self::mcap::McapCompression;
+pub use self::parquet::{ParquetOptions, export_parquet};
+pub(crate) use self::parquet_check::check_parquet;
+pub(crate) use hashing::Hashing;
+pub(crate) use row::{Row, RowPayload};
 
 /// How to export, beyond what the [`Query`] selects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,129 +49,46 @@ pub struct ExportOptions {
     /// manifest lists each stretch lost (and has no log digest: a damaged log proves no
     /// prefix).
     pub salvage: bool,
-    /// The file format.
-    pub format: ExportFormat,
 }
 
-/// An export's file format.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ExportFormat {
-    /// JSON lines, one event a line.
-    #[default]
-    Jsonl,
-    /// MCAP (Foxglove, ROS 2): events, summaries, incidents, knowledge-base commits and
-    /// accounting on channels of their own, in compressed chunks
-    /// ([`export_mcap`](crate::export_mcap) says the layout).
-    Mcap(McapCompression),
-}
-
-impl ExportFormat {
-    /// The name in the manifest's `format` field and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            ExportFormat::Jsonl => "jsonl",
-            ExportFormat::Mcap(_) => "mcap",
-        }
-    }
-}
-
-/// How an MCAP export compresses its chunks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum McapCompression {
-    /// zstd (the default).
-    #[default]
-    Zstd,
-    /// lz4: faster, larger.
-    Lz4,
-    /// None.
-    None,
-}
-
-impl McapCompression {
-    /// The name in the manifest and on the command line: `zstd`, `lz4`, `none`.
-    pub fn name(self) -> &'static str {
-        match self {
-            McapCompression::Zstd => "zstd",
-            McapCompression::Lz4 => "lz4",
-            McapCompression::None => "none",
-        }
+/// Where an export's rows go: the encoding. The row source calls [`RowSink::begin`]
+/// once, then [`RowSink::row`] for each exported event in log order.
+pub(crate) trait RowSink {
+    /// Before the first row: the names of the values the rows may carry (every value
+    /// name an event of a selected kind carries in the log read).
+    fn begin(&mut self, value_names: &BTreeSet<String>) -> Result<()> {
+        let _ = value_names;
+        Ok(())
     }
 
-    /// The compression [`McapCompression::name`] names.
-    pub fn parse(name: &str) -> Option<McapCompression> {
-        [
-            McapCompression::Zstd,
-            McapCompression::Lz4,
-            McapCompression::None,
-        ]
-        .into_iter()
-        .find(|c| c.name() == name)
-    }
-}
+    /// One exported event, its export weight and its record's content hash.
+    fn row(&mut self, row: &Row<'_>, weight: f64, hash: [u8; 32]) -> Result<()>;
 
-/// Where an export's rows go: one format's writer. The rows come from one source for
-/// every format (the query, a salvage, the weights, the cut-off at the log's digest);
-/// a sink writes what it is given, and says which records besides events it carries.
-pub(crate) trait ExportSink {
-    /// The record types besides events the format carries, in log order among them.
+    /// The record types besides events the encoding carries (MCAP's summaries,
+    /// incidents, knowledge-base commits and accounting), handed to
+    /// [`RowSink::record`] in log order among the events.
     fn extra_types(&self) -> &'static [RecordType] {
         &[]
     }
 
-    /// One exported event at its export weight; `hash` is its record's content hash.
-    fn event(&mut self, row: &Row<'_>, hash: [u8; 32], weight: f64) -> Result<()>;
-
-    /// One record of a type [`ExportSink::extra_types`] lists.
-    fn record(&mut self, _row: &Row<'_>) -> Result<()> {
+    /// One record of a type [`RowSink::extra_types`] lists.
+    fn record(&mut self, row: &Row<'_>) -> Result<()> {
+        let _ = row;
         Ok(())
     }
 
-    /// The query and the log's digest, before the first row (for a format that records
-    /// them in the file).
-    fn start(&mut self, _manifest: &ExportManifest) -> Result<()> {
+    /// Before the first row: the manifest so far (the query, the log's digest), for an
+    /// encoding that records them in the file.
+    fn describe(&mut self, manifest: &ExportManifest) -> Result<()> {
+        let _ = manifest;
         Ok(())
     }
-
-    /// Ends the file: the bytes written and their blake3.
-    fn finish(&mut self) -> Result<(u64, [u8; 32])>;
-}
-
-/// The JSONL sink: one event a line as [`to_json`] renders it, with its weight.
-struct JsonlSink<'a> {
-    w: Hashing<'a>,
-}
-
-impl ExportSink for JsonlSink<'_> {
-    fn event(&mut self, row: &Row<'_>, hash: [u8; 32], weight: f64) -> Result<()> {
-        let target = Path::new("export file");
-        let mut row = row.json(hash);
-        if let Value::Object(o) = &mut row {
-            o.insert("weight".into(), weight.into());
-        }
-        serde_json::to_writer(&mut self.w, &row).map_err(|e| io("write", target, e.into()))?;
-        self.w.write_all(b"\n").map_err(|e| io("write", target, e))
-    }
-
-    fn finish(&mut self) -> Result<(u64, [u8; 32])> {
-        Ok((self.w.bytes, *self.w.hasher.finalize().as_bytes()))
-    }
-}
-
-/// The sink of `format` writing into `w`.
-pub(crate) fn sink_for<'a>(
-    format: ExportFormat,
-    w: &'a mut dyn Write,
-) -> Result<Box<dyn ExportSink + 'a>> {
-    Ok(match format {
-        ExportFormat::Jsonl => Box::new(JsonlSink { w: Hashing::new(w) }),
-        ExportFormat::Mcap(c) => Box::new(crate::export_mcap::McapSink::new(Hashing::new(w), c)?),
-    })
 }
 
 /// Exports the events `query` selects (whatever its record types) from the log in
-/// `dir` to `out` as JSONL, one event a line as [`to_json`] renders it, with `weight`
-/// its export weight (ARCHITECTURE.md "Export weights"), and writes the manifest beside
-/// it as `FILE.manifest.json`.
+/// `dir` to `out` as JSONL, one event a line as [`to_json`](crate::to_json) renders
+/// it, with `weight` its export weight (ARCHITECTURE.md "Export weights"), and writes
+/// the manifest beside it as `FILE.manifest.json`.
 ///
 /// The log's digest is taken first and the export reads no record past it, so the
 /// manifest's digest covers every row, also while a writer appends. `out` may not lie
@@ -175,38 +108,12 @@ pub fn export_jsonl(
     options: &ExportOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
-    let options = ExportOptions {
-        format: ExportFormat::Jsonl,
-        ..options.clone()
-    };
-    export(dir, query, out, &options, progress)
-}
-
-/// Exports as [`export_jsonl`] does, in the format `options` names.
-///
-/// # Errors
-///
-/// As [`export_jsonl`].
-pub fn export(
-    dir: impl AsRef<Path>,
-    query: &Query,
-    out: &Path,
-    options: &ExportOptions,
-    progress: &mut dyn FnMut(u64),
-) -> Result<ExportManifest> {
-    let manifest_out = manifest_path(out);
     let mut data = AtomicFile::create(out)?;
-    let mut manifest_file = AtomicFile::create(&manifest_out)?;
-    let mut manifest = export_rows(dir.as_ref(), query, options, data.writer(), progress)?;
+    let mut sink = jsonl::JsonlSink::new(data.writer());
+    let mut manifest = export_rows(dir.as_ref(), query, options, &mut sink, progress)?;
+    (manifest.bytes, manifest.blake3) = sink.finish();
     manifest.file = data.path().to_owned();
-    manifest.manifest_file = manifest_file.path().to_owned();
-    let mut text = serde_json::to_vec_pretty(&manifest.to_json())
-        .map_err(|e| io("write manifest", &manifest.manifest_file, e.into()))?;
-    text.push(b'\n');
-    manifest_file
-        .writer()
-        .write_all(&text)
-        .map_err(|e| io("write manifest", &manifest.manifest_file, e))?;
+    let manifest_file = write_manifest(&mut manifest, out)?;
     // The data first: between the two renames, the new data sits beside the old
     // manifest, which no longer checks: a mismatch is seen, never a silent one.
     data.commit()?;
@@ -227,30 +134,81 @@ pub fn export_jsonl_to(
     out: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
-    let options = ExportOptions {
-        format: ExportFormat::Jsonl,
-        ..options.clone()
-    };
-    export_to(dir, query, &options, out, progress)
+    let mut w = std::io::BufWriter::new(out);
+    let mut sink = jsonl::JsonlSink::new(&mut w);
+    let mut manifest = export_rows(dir.as_ref(), query, options, &mut sink, progress)?;
+    let stdout = Path::new("-");
+    (manifest.bytes, manifest.blake3) = sink.finish();
+    w.flush().map_err(|e| io("write export to", stdout, e))?;
+    Ok(manifest)
 }
 
-/// Exports as [`export_to`] does, in the format `options` names.
+/// Exports as [`export_jsonl`] does, as MCAP (GUIDE.md, "Opening an export in
+/// Foxglove", gives the layout): besides the
+/// events, the summaries, incidents, knowledge-base commits and accounting records the
+/// query selects, on channels of their own; chunks compressed with `compression`.
 ///
 /// # Errors
 ///
-/// As [`export_jsonl`], and the errors of `out`.
-pub fn export_to(
+/// As [`export_jsonl`].
+pub fn export_mcap(
+    dir: impl AsRef<Path>,
+    query: &Query,
+    out: &Path,
+    options: &ExportOptions,
+    compression: McapCompression,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportManifest> {
+    let mut data = AtomicFile::create(out)?;
+    let mut sink = mcap::McapSink::new(Hashing::new(data.writer()), compression)?;
+    let mut manifest = export_rows(dir.as_ref(), query, options, &mut sink, progress)?;
+    (manifest.bytes, manifest.blake3) = sink.finish()?;
+    drop(sink);
+    manifest.format = crate::manifest::ExportFormat::Mcap(compression);
+    manifest.file = data.path().to_owned();
+    let manifest_file = write_manifest(&mut manifest, out)?;
+    data.commit()?;
+    manifest_file.commit()?;
+    Ok(manifest)
+}
+
+/// Exports as [`export_mcap`] does, into `out` (stdout, a pipe: the MCAP writer never
+/// seeks), without a manifest file.
+///
+/// # Errors
+///
+/// As [`export_mcap`], and the errors of `out`.
+pub fn export_mcap_to(
     dir: impl AsRef<Path>,
     query: &Query,
     options: &ExportOptions,
+    compression: McapCompression,
     out: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
-    let mut w = BufWriter::new(out);
-    let manifest = export_rows(dir.as_ref(), query, options, &mut w, progress)?;
+    let mut w = std::io::BufWriter::new(out);
+    let mut sink = mcap::McapSink::new(Hashing::new(&mut w), compression)?;
+    let mut manifest = export_rows(dir.as_ref(), query, options, &mut sink, progress)?;
+    (manifest.bytes, manifest.blake3) = sink.finish()?;
+    drop(sink);
+    manifest.format = crate::manifest::ExportFormat::Mcap(compression);
     w.flush()
         .map_err(|e| io("write export to", Path::new("-"), e))?;
     Ok(manifest)
+}
+
+/// Creates the manifest file of the output `out` (`OUT.manifest.json`, under its
+/// temporary name) and writes `manifest` into it, its `manifest_file` set.
+pub(crate) fn write_manifest(manifest: &mut ExportManifest, out: &Path) -> Result<AtomicFile> {
+    let mut file = AtomicFile::create(&manifest_path(out))?;
+    manifest.manifest_file = file.path().to_owned();
+    let mut text = serde_json::to_vec_pretty(&manifest.to_json())
+        .map_err(|e| io("write manifest", &manifest.manifest_file, e.into()))?;
+    text.push(b'\n');
+    file.writer()
+        .write_all(&text)
+        .map_err(|e| io("write manifest", &manifest.manifest_file, e))?;
+    Ok(file)
 }
 
 /// Checks an export as [`check_export`](crate::check_export) does, then derives it
@@ -284,7 +242,6 @@ pub fn check_export_against_log(
     let options = ExportOptions {
         include_unweighted: m["query"]["include_unweighted"].as_bool().unwrap_or(false),
         salvage: m["query"]["salvage"].as_bool().unwrap_or(false),
-        format: crate::manifest::format_of(&m).map_err(|r| bad(&r))?,
     };
     if !options.salvage {
         open_log_dir(dir)?;
@@ -307,9 +264,24 @@ pub fn check_export_against_log(
     for g in q["kinds"].as_array().into_iter().flatten() {
         query = query.kind(g.as_str().ok_or_else(|| bad("a kind glob is not text"))?)?;
     }
-    let mut out = std::io::sink();
-    let mut sink = sink_for(options.format, &mut out)?;
-    let again = export_upto(dir, &query, &options, sink.as_mut(), &mut |_| {}, digest)?;
+    let again = if m["format"] == "parquet" {
+        self::parquet::derive_again(dir, &query, &options, &m, &manifest_file, digest)?
+    } else if m["format"] == "mcap" {
+        let name = m["file"]["compression"].as_str().unwrap_or("");
+        let compression = McapCompression::parse(name)
+            .ok_or_else(|| bad("its MCAP compression is not zstd, lz4 or none"))?;
+        let mut out = std::io::sink();
+        let mut sink = mcap::McapSink::new(Hashing::new(&mut out), compression)?;
+        let mut again = export_upto(dir, &query, &options, &mut sink, &mut |_| {}, digest)?;
+        (again.bytes, again.blake3) = sink.finish()?;
+        again
+    } else {
+        let mut out = std::io::sink();
+        let mut sink = jsonl::JsonlSink::new(&mut out);
+        let mut again = export_upto(dir, &query, &options, &mut sink, &mut |_| {}, digest)?;
+        (again.bytes, again.blake3) = sink.finish();
+        again
+    };
     if again.blake3 != report.blake3 || again.rows != report.rows {
         return Err(Error::ExportChanged {
             file: report.file.clone(),
@@ -326,14 +298,15 @@ pub fn check_export_against_log(
     Ok(report)
 }
 
-fn export_rows(
+/// The export of `query` from the log in `dir` into `sink`, up to the log's digest when
+/// the export starts (a salvage: everything intact).
+pub(crate) fn export_rows(
     dir: &Path,
     query: &Query,
     options: &ExportOptions,
-    w: &mut dyn Write,
+    sink: &mut dyn RowSink,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
-    let mut sink = sink_for(options.format, w)?;
     if !options.salvage {
         open_log_dir(dir)?;
     }
@@ -350,19 +323,22 @@ fn export_rows(
     } else {
         reader.digest()?
     };
-    export_upto(dir, query, options, sink.as_mut(), progress, digest)
+    export_upto(dir, query, options, sink, progress, digest)
 }
 
 /// The export of `query` from the records up to `digest`.
-fn export_upto(
+pub(crate) fn export_upto(
     dir: &Path,
     query: &Query,
     options: &ExportOptions,
-    sink: &mut dyn ExportSink,
+    sink: &mut dyn RowSink,
     progress: &mut dyn FnMut(u64),
     digest: Option<blackbox::Digest>,
 ) -> Result<ExportManifest> {
     let mut manifest = ExportManifest {
+        format: crate::manifest::ExportFormat::Jsonl,
+        partition_by_kind: false,
+        files: Vec::new(),
         file: PathBuf::new(),
         manifest_file: PathBuf::new(),
         log_dir: dir.to_owned(),
@@ -372,7 +348,6 @@ fn export_upto(
         to_seq: query.to_seq_bound(),
         kinds: query.kind_globs().to_vec(),
         include_unweighted: options.include_unweighted,
-        format: options.format,
         rows: 0,
         records: 0,
         bytes: 0,
@@ -395,7 +370,7 @@ fn export_upto(
         chain_verified: true,
         created_ns: now_ns(),
     };
-    sink.start(&manifest)?;
+    sink.describe(&manifest)?;
     let types: Vec<RecordType> = std::iter::once(RecordType::Event)
         .chain(sink.extra_types().iter().copied())
         .collect();
@@ -423,6 +398,7 @@ fn export_upto(
     } else {
         (Weights::default(), Rows::None)
     };
+    sink.begin(&weights.value_names(query, options.include_unweighted))?;
     loop {
         // A range read's rows are decoded in place; a salvage's are owned.
         let owned;
@@ -472,7 +448,7 @@ fn export_upto(
             }
         };
         let hash = r.hash();
-        sink.event(&r, hash, weight)?;
+        sink.row(&r, weight, hash)?;
         manifest.rows += 1;
         if manifest.first_seq.is_none() {
             manifest.first_seq = Some(seq);
@@ -507,7 +483,6 @@ fn export_upto(
     manifest.unreconciled = weights.unreconciled().to_vec();
     manifest.last_accounting_seq = weights.last_accounting_seq();
     manifest.unrepresented = weights.unrepresented();
-    (manifest.bytes, manifest.blake3) = sink.finish()?;
     Ok(manifest)
 }
 
@@ -529,152 +504,6 @@ impl Rows {
     }
 }
 
-/// One record an export reads: decoded in place by a range read, owned from a salvage.
-pub(crate) enum Row<'a> {
-    View(RecordRef<'a>),
-    Owned(&'a Record),
-}
-
-impl Row<'_> {
-    pub(crate) fn seq(&self) -> u64 {
-        match self {
-            Row::View(r) => r.seq,
-            Row::Owned(r) => r.seq,
-        }
-    }
-
-    /// An event's kind, tier and recorded weight; `None` for another record.
-    fn event(&self) -> Option<(&str, WrittenTier, f64)> {
-        match self {
-            Row::View(r) => match &r.body {
-                BodyRef::Event(e) => Some((e.kind, e.tier, e.weight)),
-                _ => None,
-            },
-            Row::Owned(r) => match &r.body {
-                Body::Event(e) => Some((e.kind.as_str(), e.tier, e.weight)),
-                _ => None,
-            },
-        }
-    }
-
-    /// When the log wrote the record (its timestamp).
-    pub(crate) fn written_ns(&self) -> u64 {
-        match self {
-            Row::View(r) => r.ts_ns,
-            Row::Owned(r) => r.ts_ns,
-        }
-    }
-
-    /// An event's fields, borrowed from either form; call only for an event row
-    /// ([`Row::event`] is `Some`).
-    pub(crate) fn event_fields(&self) -> EventView<'_> {
-        let (seq, ts_ns) = (self.seq(), self.written_ns());
-        match self {
-            Row::View(RecordRef {
-                body: BodyRef::Event(e),
-                ..
-            }) => EventView {
-                seq,
-                kind: e.kind,
-                tier: e.tier.name(),
-                source: e.source,
-                recorded_ns: e.recorded_ns,
-                written_ns: ts_ns,
-                event_time_ns: e.event_time_ns,
-                payload: match e.payload {
-                    PayloadRef::None => PayloadView::None,
-                    PayloadRef::Json(b) => PayloadView::JsonText(b),
-                    PayloadRef::Raw(b) => PayloadView::Raw(b),
-                },
-                values: ValuesView::Ref(e.values),
-            },
-            Row::Owned(Record {
-                body: Body::Event(e),
-                ..
-            }) => EventView {
-                seq,
-                kind: &e.kind,
-                tier: e.tier.name(),
-                source: e.source.as_deref(),
-                recorded_ns: e.recorded_ns,
-                written_ns: ts_ns,
-                event_time_ns: e.event_time_ns,
-                payload: match &e.payload {
-                    Payload::None => PayloadView::None,
-                    Payload::Json(v) => PayloadView::JsonValue(v),
-                    Payload::Raw(b) => PayloadView::Raw(b),
-                },
-                values: ValuesView::Owned(&e.values),
-            },
-            // Not an event: nothing to give.
-            _ => EventView {
-                seq,
-                kind: "",
-                tier: "",
-                source: None,
-                recorded_ns: ts_ns,
-                written_ns: ts_ns,
-                event_time_ns: None,
-                payload: PayloadView::None,
-                values: ValuesView::Owned(&[]),
-            },
-        }
-    }
-
-    /// The record's content hash.
-    pub(crate) fn hash(&self) -> [u8; 32] {
-        match self {
-            Row::View(r) => r.hash(),
-            Row::Owned(r) => r.hash,
-        }
-    }
-
-    /// The row as [`to_json`] renders it, given its content hash.
-    pub(crate) fn json(&self, hash: [u8; 32]) -> Value {
-        match self {
-            Row::View(r) => r.to_json_with_hash(hash),
-            Row::Owned(r) => to_json(r),
-        }
-    }
-}
-
-/// An event's fields, borrowed from a [`Row`] of either form.
-pub(crate) struct EventView<'r> {
-    pub(crate) seq: u64,
-    pub(crate) kind: &'r str,
-    pub(crate) tier: &'static str,
-    pub(crate) source: Option<&'r str>,
-    pub(crate) recorded_ns: u64,
-    pub(crate) written_ns: u64,
-    pub(crate) event_time_ns: Option<u64>,
-    pub(crate) payload: PayloadView<'r>,
-    pub(crate) values: ValuesView<'r>,
-}
-
-/// An event's payload: unparsed JSON text from a range read, parsed from a salvage.
-pub(crate) enum PayloadView<'r> {
-    None,
-    JsonText(&'r [u8]),
-    JsonValue(&'r Value),
-    Raw(&'r [u8]),
-}
-
-/// An event's values, in place or owned.
-pub(crate) enum ValuesView<'r> {
-    Ref(crate::decode::ValuesRef<'r>),
-    Owned(&'r [(String, f64)]),
-}
-
-impl ValuesView<'_> {
-    /// Calls `f` with each (name, value), in the order recorded.
-    pub(crate) fn each(&self, mut f: impl FnMut(&str, f64)) {
-        match self {
-            ValuesView::Ref(v) => v.iter().for_each(|(n, x)| f(n, x)),
-            ValuesView::Owned(v) => v.iter().for_each(|(n, x)| f(n, *x)),
-        }
-    }
-}
-
 /// Why an unweighted kind's rows are left out.
 fn unweighted_reason(c: Option<&blackbox::Counters>) -> String {
     let Some(c) = c else {
@@ -692,36 +521,6 @@ fn unweighted_reason(c: Option<&blackbox::Counters>) -> String {
         c.seen,
         what.join(" and ")
     )
-}
-
-/// A writer that counts and hashes what passes through it.
-pub(crate) struct Hashing<'a> {
-    inner: &'a mut dyn Write,
-    pub(crate) hasher: blake3::Hasher,
-    pub(crate) bytes: u64,
-}
-
-impl<'a> Hashing<'a> {
-    pub(crate) fn new(inner: &'a mut dyn Write) -> Hashing<'a> {
-        Hashing {
-            inner,
-            hasher: blake3::Hasher::new(),
-            bytes: 0,
-        }
-    }
-}
-
-impl Write for Hashing<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.bytes += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {

@@ -25,11 +25,45 @@ use mcap::records::MessageHeader;
 use mcap::write::NoSeek;
 use serde_json::{Value, json};
 
+use super::{Hashing, Row, RowPayload, RowSink};
 use crate::decode::{Accounting, Body, BodyRef, Incident, KbCommit, RecordType, Summary};
 use crate::error::{Error, Result};
-use crate::export::{ExportSink, Hashing, McapCompression, PayloadView, Row};
 use crate::json::{counters_json, hex};
 use crate::manifest::{ExportManifest, FileSummary, KindRows};
+
+/// How an MCAP export compresses its chunks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum McapCompression {
+    /// zstd (the default).
+    #[default]
+    Zstd,
+    /// lz4: faster, larger.
+    Lz4,
+    /// None.
+    None,
+}
+
+impl McapCompression {
+    /// The name in the manifest and on the command line: `zstd`, `lz4`, `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            McapCompression::Zstd => "zstd",
+            McapCompression::Lz4 => "lz4",
+            McapCompression::None => "none",
+        }
+    }
+
+    /// The compression [`McapCompression::name`] names.
+    pub fn parse(name: &str) -> Option<McapCompression> {
+        [
+            McapCompression::Zstd,
+            McapCompression::Lz4,
+            McapCompression::None,
+        ]
+        .into_iter()
+        .find(|c| c.name() == name)
+    }
+}
 
 /// The record types an MCAP export carries besides events.
 pub(crate) const EXTRA_TYPES: &[RecordType] = &[
@@ -165,10 +199,10 @@ struct Channel {
     sequence: u32,
 }
 
-/// The MCAP sink: an [`ExportSink`] writing through the `mcap` crate, without seeking
+/// The MCAP sink: a [`RowSink`] writing through the `mcap` crate, without seeking
 /// (the bytes are hashed as they go out, and stdout works too).
 pub(crate) struct McapSink<'a> {
-    writer: Option<mcap::Writer<NoSeek<Hashing<'a>>>>,
+    writer: Option<mcap::Writer<NoSeek<Hashing<&'a mut dyn Write>>>>,
     schemas: [Option<u16>; 5],
     events: HashMap<String, Channel>,
     summaries: HashMap<String, Channel>,
@@ -178,7 +212,10 @@ pub(crate) struct McapSink<'a> {
 
 impl<'a> McapSink<'a> {
     /// A sink writing an MCAP file into `w`.
-    pub(crate) fn new(w: Hashing<'a>, compression: McapCompression) -> Result<McapSink<'a>> {
+    pub(crate) fn new(
+        w: Hashing<&'a mut dyn Write>,
+        compression: McapCompression,
+    ) -> Result<McapSink<'a>> {
         let compression = match compression {
             McapCompression::Zstd => Some(mcap::Compression::Zstd),
             McapCompression::Lz4 => Some(mcap::Compression::Lz4),
@@ -203,7 +240,16 @@ impl<'a> McapSink<'a> {
         })
     }
 
-    fn writer(&mut self) -> Result<&mut mcap::Writer<NoSeek<Hashing<'a>>>> {
+    /// Ends the file: the bytes written and their blake3.
+    pub(crate) fn finish(&mut self) -> Result<(u64, [u8; 32])> {
+        let Some(mut writer) = self.writer.take() else {
+            return Err(write_error(mcap::McapError::UnexpectedEof));
+        };
+        writer.finish().map_err(write_error)?;
+        Ok(writer.into_inner().into_inner().digest())
+    }
+
+    fn writer(&mut self) -> Result<&mut mcap::Writer<NoSeek<Hashing<&'a mut dyn Write>>>> {
         self.writer
             .as_mut()
             .ok_or_else(|| write_error(mcap::McapError::UnexpectedEof))
@@ -289,7 +335,7 @@ fn write_error(e: mcap::McapError) -> Error {
         mcap::McapError::Io(e) => e,
         e => std::io::Error::other(e.to_string()),
     };
-    crate::export::io("write", Path::new("MCAP export"), source)
+    super::io("write", Path::new("MCAP export"), source)
 }
 
 /// One record besides an event, borrowed from either form of [`Row`].
@@ -321,12 +367,12 @@ fn other<'r>(row: &'r Row<'_>) -> Option<(u64, u64, Other<'r>)> {
     Some((seq, ts, o))
 }
 
-impl ExportSink for McapSink<'_> {
+impl RowSink for McapSink<'_> {
     fn extra_types(&self) -> &'static [RecordType] {
         EXTRA_TYPES
     }
 
-    fn start(&mut self, m: &ExportManifest) -> Result<()> {
+    fn describe(&mut self, m: &ExportManifest) -> Result<()> {
         let query = json!({
             "since_ns": m.since_ns,
             "until_ns": m.until_ns,
@@ -355,39 +401,42 @@ impl ExportSink for McapSink<'_> {
             .map_err(write_error)
     }
 
-    fn event(&mut self, row: &Row<'_>, hash: [u8; 32], weight: f64) -> Result<()> {
-        let e = row.event_fields();
-        let mut channel = match self.events.get(e.kind) {
+    fn row(&mut self, row: &Row<'_>, weight: f64, hash: [u8; 32]) -> Result<()> {
+        let Some((kind, tier, _)) = row.event() else {
+            return Ok(());
+        };
+        let (recorded_ns, written_ns) = (row.happened_ns(), row.written_ns());
+        let mut channel = match self.events.get(kind) {
             Some(c) => *c,
-            None => self.add_channel(Slot::Event, &format!("/{}", e.kind), Some(e.kind))?,
+            None => self.add_channel(Slot::Event, &format!("/{kind}"), Some(kind))?,
         };
         let b = &mut self.buf;
         b.clear();
         b.extend_from_slice(b"{\"seq\":");
-        push_u64(b, e.seq);
+        push_u64(b, row.seq());
         b.extend_from_slice(b",\"kind\":");
-        push_str(b, e.kind);
+        push_str(b, kind);
         b.extend_from_slice(b",\"tier\":\"");
-        b.extend_from_slice(e.tier.as_bytes());
+        b.extend_from_slice(tier.name().as_bytes());
         b.extend_from_slice(b"\",\"weight\":");
         push_f64(b, weight);
         b.extend_from_slice(b",\"source\":");
-        match e.source {
+        match row.source() {
             Some(s) => push_str(b, s),
             None => b.extend_from_slice(b"null"),
         }
         b.extend_from_slice(b",\"recorded_ns\":");
-        push_u64(b, e.recorded_ns);
+        push_u64(b, recorded_ns);
         b.extend_from_slice(b",\"written_ns\":");
-        push_u64(b, e.written_ns);
+        push_u64(b, written_ns);
         b.extend_from_slice(b",\"event_time_ns\":");
-        match e.event_time_ns {
+        match row.event_time_ns() {
             Some(t) => push_u64(b, t),
             None => b.extend_from_slice(b"null"),
         }
         b.extend_from_slice(b",\"values\":{");
         let mut first = true;
-        e.values.each(|name, v| {
+        row.for_each_value(|name, v| {
             if !first {
                 b.push(b',');
             }
@@ -397,18 +446,14 @@ impl ExportSink for McapSink<'_> {
             push_f64(b, v);
         });
         b.extend_from_slice(b"},");
-        match e.payload {
-            PayloadView::None => b.extend_from_slice(b"\"encoding\":\"none\",\"payload\":null"),
-            PayloadView::JsonText(text) if is_json(text) => {
+        match row.payload() {
+            RowPayload::None => b.extend_from_slice(b"\"encoding\":\"none\",\"payload\":null"),
+            RowPayload::Json(text) => {
                 b.extend_from_slice(b"\"encoding\":\"json\",\"payload\":");
-                b.extend_from_slice(text);
-            }
-            PayloadView::JsonValue(v) => {
-                b.extend_from_slice(b"\"encoding\":\"json\",\"payload\":");
-                let _ = serde_json::to_writer(&mut *b, v);
+                b.extend_from_slice(text.as_bytes());
             }
             // A raw payload, or text recorded as JSON that is not.
-            PayloadView::JsonText(bytes) | PayloadView::Raw(bytes) => {
+            RowPayload::Raw(bytes) => {
                 b.extend_from_slice(b"\"encoding\":\"raw\",\"payload\":null,\"payload_base64\":\"");
                 push_base64(b, bytes);
                 b.push(b'"');
@@ -417,11 +462,11 @@ impl ExportSink for McapSink<'_> {
         b.extend_from_slice(b",\"hash\":\"");
         b.extend_from_slice(hex(&hash).as_bytes());
         b.extend_from_slice(b"\"}");
-        self.write(&mut channel, e.recorded_ns, e.written_ns)?;
-        match self.events.get_mut(e.kind) {
+        self.write(&mut channel, recorded_ns, written_ns)?;
+        match self.events.get_mut(kind) {
             Some(c) => *c = channel,
             None => {
-                self.events.insert(e.kind.to_owned(), channel);
+                self.events.insert(kind.to_owned(), channel);
             }
         }
         Ok(())
@@ -501,20 +546,6 @@ impl ExportSink for McapSink<'_> {
             }
         }
     }
-
-    fn finish(&mut self) -> Result<(u64, [u8; 32])> {
-        let Some(mut writer) = self.writer.take() else {
-            return Err(write_error(mcap::McapError::UnexpectedEof));
-        };
-        writer.finish().map_err(write_error)?;
-        let out = writer.into_inner().into_inner();
-        Ok((out.bytes, *out.hasher.finalize().as_bytes()))
-    }
-}
-
-/// Whether `text` is one JSON value (the recorder stores JSON text as given, unparsed).
-fn is_json(text: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 fn push_u64(b: &mut Vec<u8>, n: u64) {
