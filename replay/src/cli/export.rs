@@ -240,6 +240,13 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
         "exported {} events{range} to {to}; log digest {digest}",
         m.rows
     );
+    for f in m.files.iter().filter(|f| f.role == "summaries") {
+        s.push_str(&format!(
+            "; {} summary records to {}",
+            f.rows,
+            f.path.display()
+        ));
+    }
     if !m.excluded.is_empty() {
         let left: Vec<String> = m
             .excluded
