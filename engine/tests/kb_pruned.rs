@@ -312,3 +312,55 @@ fn a_snapshot_follows_the_first_commit_and_each_256_commits_carried_after_one() 
     // 258..=513.
     assert_eq!(versions, [1, 257, 513]);
 }
+
+/// With small segments the carried commits stay within an eighth of a segment (a
+/// snapshot is asked for sooner than after 256 commits), so that a segment's preamble
+/// does not outgrow the segment: counted in the log, per segment, from the carried
+/// copies (type 12) each one starts with.
+#[test]
+fn carried_commits_stay_within_an_eighth_of_a_small_segment() {
+    const SMALL: u64 = 64 << 10;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(START_NS);
+    let config = Config::new()
+        .clock(Arc::new(clock.clone()))
+        .log_options(LogOptions::new().segment_bytes_max(SMALL));
+    let recorder = Recorder::open(tmp.path(), config).unwrap();
+    let seen = recorder.record_evidence(&Event::new("seen.thing")).unwrap();
+    let kb = recorder.kb().unwrap();
+    let value = "v".repeat(400);
+    for i in 0..600 {
+        kb.assert(
+            &format!("k{i}"),
+            json!(value),
+            0.5,
+            &Default::default(),
+            cite(seen),
+        )
+        .unwrap();
+        clock.advance_ns(SEC);
+    }
+    recorder.close().unwrap();
+    let reader = LogReader::open(tmp.path()).unwrap();
+    let starts: Vec<u64> = reader
+        .structure()
+        .unwrap()
+        .iter()
+        .map(|s| s.first_seq)
+        .collect();
+    assert!(starts.len() > 10, "{} segments", starts.len());
+    let mut carried = vec![0usize; starts.len()];
+    let mut largest = 0;
+    for r in reader.records(..).unwrap().map(Result::unwrap) {
+        if r.record_type() == blackbox::kb::KB_CARRIED_RECORD {
+            let segment = starts.partition_point(|&s| s <= r.seq().0) - 1;
+            carried[segment] += r.payload().len();
+            largest = largest.max(r.payload().len());
+        }
+    }
+    let bound = usize::try_from(SMALL / 8).unwrap() + largest;
+    for (i, bytes) in carried.iter().enumerate() {
+        assert!(*bytes <= bound, "segment {i} carries {bytes} bytes of commits");
+    }
+    assert!(carried.iter().any(|&b| b > 0), "nothing was carried");
+}

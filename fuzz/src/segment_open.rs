@@ -97,6 +97,15 @@ struct ReadDesc {
     ts_hi: u8,
 }
 
+/// A page a power loss kept from the disk (docs/FORMAT.md, "Recovery"): the data was
+/// synced up to the start of block `block`, and the page `page` after that reads as
+/// zeros from its start (or from the synced end, inside it) to its end.
+#[derive(Debug, Arbitrary)]
+struct LostPageDesc {
+    block: u8,
+    page: u16,
+}
+
 #[derive(Debug, Arbitrary)]
 struct Desc {
     start: Start,
@@ -105,6 +114,8 @@ struct Desc {
     tail: TailDesc,
     verify_on_open: bool,
     read: ReadDesc,
+    /// Last, so that inputs written before it decode as they did.
+    lost_page: Option<LostPageDesc>,
 }
 
 const MAX_BLOCKS: usize = 10;
@@ -250,6 +261,9 @@ struct Forged {
     intact_after_bad: bool,
     /// Whether the tail starts with an intact block header the forger did not lay out.
     stray_header: bool,
+    /// Whether `bad_from` is where a lost page starts to change the blocks: recovery cuts
+    /// from there, intact blocks after it included, and salvage may read those.
+    lost_page: bool,
 }
 
 impl Forged {
@@ -354,13 +368,27 @@ fn forge_segment(desc: &Desc) -> Forged {
         *last ^= 1;
     }
     let tail_at = (seg.bytes.len() as u64 > data_len).then(|| seg.footer_at.unwrap_or(data_len));
+    // A lost page in an otherwise well-formed active segment.
+    let original = seg.bytes.clone();
+    let lost_at = match &desc.lost_page {
+        Some(lost)
+            if first_seq == 0
+                && !block_lie
+                && seg.footer_at.is_none()
+                && tail_at.is_none()
+                && !seg.blocks.is_empty() =>
+        {
+            lose_page(&mut seg, lost)
+        }
+        _ => None,
+    };
     let sealed = seg.footer_at.is_some() && tail_at.is_none();
     // A footer followed by more bytes is no footer: what it says does not count.
     let footer_lie = footer_lie && sealed;
-    let bad_from = match (seg.first_lie(), tail_at) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let bad_from = [seg.first_lie(), tail_at, lost_at]
+        .into_iter()
+        .flatten()
+        .min();
     let prefix_blocks: Vec<_> = seg
         .blocks
         .iter()
@@ -374,9 +402,26 @@ fn forge_segment(desc: &Desc) -> Forged {
         seq: b.meta.first_seq + u64::from(b.meta.count) - 1,
         link: b.link,
     });
-    let intact_after_bad = bad_from.is_some_and(|at| {
-        forge::intact_header_after(&seg.bytes, usize::try_from(at).unwrap_or(usize::MAX))
-    });
+    let intact_after_bad = lost_at.is_none()
+        && bad_from.is_some_and(|at| {
+            forge::intact_header_after(&seg.bytes, usize::try_from(at).unwrap_or(usize::MAX))
+        });
+    // After a lost page the log ends where it starts to change the blocks; the blocks it
+    // left intact after that are intact alone, as salvage may find them.
+    let (honest, intact_alone) = match lost_at {
+        Some(at) => {
+            let after = seg.blocks.iter().filter(|b| b.offset > at);
+            let unchanged = after.filter(|b| {
+                let range = usize::try_from(b.offset).unwrap_or(usize::MAX)
+                    ..usize::try_from(b.offset + b.len).unwrap_or(usize::MAX);
+                seg.bytes.get(range.clone()) == original.get(range)
+            });
+            let mut alone = intact_alone;
+            alone.extend(unchanged.flat_map(|b| b.records.iter().cloned()));
+            (prefix.clone(), alone)
+        }
+        None => (honest, intact_alone),
+    };
     Forged {
         bytes: seg.bytes,
         first_seq,
@@ -391,7 +436,31 @@ fn forge_segment(desc: &Desc) -> Forged {
         bad_from,
         intact_after_bad,
         stray_header,
+        lost_page: lost_at.is_some(),
     }
+}
+
+/// Zeros the page `lost` names, as a power loss leaves it; returns the offset of the
+/// first block whose bytes that changed (none if the page held zeros only).
+fn lose_page(seg: &mut SegmentForge, lost: &LostPageDesc) -> Option<u64> {
+    const PAGE: u64 = 4096;
+    let synced_end = seg.blocks[usize::from(lost.block) % seg.blocks.len()].offset;
+    // Pages that end after the synced end and by the end of the file.
+    let first = synced_end / PAGE;
+    let last = seg.bytes.len() as u64 / PAGE;
+    if last <= first {
+        return None;
+    }
+    let page = first + u64::from(lost.page) % (last - first);
+    let from = usize::try_from(synced_end.max(page * PAGE)).ok()?;
+    let to = usize::try_from((page + 1) * PAGE).ok()?;
+    let before = seg.bytes[from..to].to_vec();
+    seg.bytes[from..to].fill(0);
+    let changed = before.iter().position(|&b| b != 0)? + from;
+    seg.blocks
+        .iter()
+        .find(|b| b.offset + b.len > changed as u64)
+        .map(|b| b.offset)
 }
 
 /// The seq and time ranges to read, picked among the forged records' own values.
@@ -422,13 +491,14 @@ pub fn segment_open(data: &[u8]) {
     let f = forge_segment(&desc);
     if std::env::var("FUZZLOG_DEBUG").is_ok() {
         eprintln!(
-            "{desc:#?}\nsealed {} footer_lie {} block_lie {} bad_from {:?} len {} blocks {:?}",
+            "{desc:#?}\nsealed {} footer_lie {} block_lie {} bad_from {:?} len {} blocks {:?} lost_page {}",
             f.sealed,
             f.footer_lie,
             f.block_lie,
             f.bad_from,
             f.bytes.len(),
-            f.honest.len()
+            f.honest.len(),
+            f.lost_page
         );
     }
     let scratch = forge::Scratch::new("segment_open");
@@ -575,7 +645,10 @@ fn salvage(f: &Forged, reader: &LogReader, dir: &Path) {
             r.seq
         );
     }
-    if f.well_formed() {
+    if f.lost_page {
+        // Salvage reads on around the lost page: the intact blocks after it too.
+        assert!(got.starts_with(&f.prefix), "salvage around a lost page");
+    } else if f.well_formed() {
         assert_eq!(got, f.prefix, "salvage of a well-formed log");
     }
 }

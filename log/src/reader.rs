@@ -857,12 +857,26 @@ impl Records {
                 } => {
                     let seq = cursor.next_seq;
                     let path = cursor.segment().path.clone();
-                    // A segment that ends in a footer (the cursor stops before it)
-                    // was written whole: its damage is no torn write.
-                    let sealed = cursor.end < cursor.segment().len;
-                    if is_last && !sealed && cursor.intact_block_after(offset)?.is_none() {
-                        // The end of what the writer has finished writing.
-                        return Ok(None);
+                    // The end of what the writer has finished writing, or of what a
+                    // power loss left of it: damage with no intact data after it, or
+                    // pages a power loss kept from the disk before it (as recovery
+                    // decides, docs/FORMAT.md "Recovery"). A segment that ends in a
+                    // footer (the cursor stops before it) was written to its end: the
+                    // footer is intact data.
+                    if is_last {
+                        let footer = cursor.end < cursor.segment().len;
+                        let intact = match cursor.intact_block_after(offset)? {
+                            Some(block) if footer => Some(block.min(cursor.end)),
+                            Some(block) => Some(block),
+                            None => footer.then_some(cursor.end),
+                        };
+                        let end = match intact {
+                            None => true,
+                            Some(intact) => cursor.lost_pages_explain(offset, intact)?,
+                        };
+                        if end {
+                            return Ok(None);
+                        }
                     }
                     let (offset, seq, kind) = match frame {
                         _ if is_last => (

@@ -173,12 +173,12 @@ pub(crate) fn scan_segment(
                     (block, footer) => block.or(footer),
                 };
                 if let Some(intact) = intact {
-                    if !cursor.lost_page_between(offset, intact)? {
+                    if !cursor.lost_pages_explain(offset, intact)? {
                         return Err(corrupt(CorruptionKind::DamageBeforeIntactData { detail }));
                     }
                     detail = format!(
-                        "{detail}; a page of zeros before intact data at byte {intact}: \
-                         unsynced data a power loss kept from the disk"
+                        "{detail}; pages of zeros explain it before intact data at byte \
+                         {intact}: unsynced data a power loss kept from the disk"
                     );
                 }
                 scan.tail = Tail::Torn { offset, detail };

@@ -873,24 +873,79 @@ impl BlockCursor {
         &self.seg
     }
 
-    /// Whether `[offset, until)` holds the trace of a page that a power loss kept from
-    /// the disk: a stretch of zeros from `offset`, or from a page boundary after it, to
-    /// the end of its page ([`LOST_PAGE_BYTES`]), wholly before `until`. Unsynced data
-    /// reaches the disk page by page, in any order; a page that did not reads as its
-    /// old content, which past the synced end of an appended file is zeros. Damage
-    /// that leaves no such stretch (a flipped byte, a rewritten block) is not this.
-    pub(crate) fn lost_page_between(&mut self, offset: u64, until: u64) -> Result<bool> {
-        let mut page_end = (offset / LOST_PAGE_BYTES + 1) * LOST_PAGE_BYTES;
-        while page_end <= until.min(self.end) {
-            let from = offset.max(page_end - LOST_PAGE_BYTES);
-            let n = usize::try_from(page_end - from).unwrap_or(usize::MAX);
-            let Some(start) = self.window(from, n)? else {
+    /// Whether the damage of the block at `offset` is the trace of pages a power loss
+    /// kept from the disk, with intact data from `intact` on. Unsynced data reaches the
+    /// disk page by page ([`LOST_PAGE_BYTES`]), in any order; a page that did not reads
+    /// as its old content, which past the synced end of an appended file is zeros: a
+    /// *lost page* reads as zeros from its start (or from `offset`, the synced end, if
+    /// that is inside it) to its end, wholly before `intact`. Every byte outside lost
+    /// pages is as written, so the damage is a lost page's only if the damaged bytes lie
+    /// in lost pages: the block header fails and lies in one; or the header holds and
+    /// the block's stored bytes, compressed, overlap one; or, stored raw, each frame
+    /// that fails its checksum has a well-formed header and overlaps one, until a frame
+    /// header lies in one (the framing after it is lost with it), and every other frame
+    /// passes. Zeros of a record's own (a payload of zeros) explain nothing in another
+    /// record, nor a malformed frame header. Damage that leaves no lost page (a flipped
+    /// byte, a rewritten block) is not this.
+    pub(crate) fn lost_pages_explain(&mut self, offset: u64, intact: u64) -> Result<bool> {
+        let limit = intact.min(self.end);
+        let header = match self.read_raw(offset)? {
+            RawBlock::NoBlock { .. } => {
+                return self.lost_page_in(offset, offset + BLOCK_HEADER_LEN as u64, offset, limit);
+            }
+            RawBlock::Block { header, .. } => header,
+        };
+        let body = offset + BLOCK_HEADER_LEN as u64;
+        let frames_end = body + u64::from(header.stored_len);
+        if header.compressed {
+            return self.lost_page_in(body, frames_end, offset, limit);
+        }
+        let mut at = body;
+        let mut explained = false;
+        for i in 0..header.count {
+            if self.lost_page_in(at, at + FRAME_HEADER_LEN as u64, offset, limit)? {
+                return Ok(true);
+            }
+            let n = usize::try_from(frames_end.saturating_sub(at)).unwrap_or(usize::MAX);
+            let Some(start) = self.window(at, n)? else {
+                return Ok(false);
+            };
+            let seq = header.first_seq + u64::from(i);
+            let bytes = &self.chunk.bytes()[start..start + n];
+            // A frame header outside lost pages is as written: malformed, it is damage
+            // no lost page explains.
+            let Ok((_, len)) = format::decode_frame(bytes, seq, false) else {
+                return Ok(false);
+            };
+            let crc_ok = format::decode_frame(bytes, seq, true).is_ok();
+            let frame_end = at + len as u64;
+            if !crc_ok {
+                if !self.lost_page_in(at, frame_end, offset, limit)? {
+                    return Ok(false);
+                }
+                explained = true;
+            }
+            at = frame_end;
+        }
+        Ok(explained && at == frames_end)
+    }
+
+    /// Whether a lost page (see [`BlockCursor::lost_pages_explain`]: zeros from the
+    /// start of a [`LOST_PAGE_BYTES`] page, or from `synced_end` inside it, to its end,
+    /// the page ending by `limit`) overlaps `[from, to)`.
+    fn lost_page_in(&mut self, from: u64, to: u64, synced_end: u64, limit: u64) -> Result<bool> {
+        let mut page_start = from / LOST_PAGE_BYTES * LOST_PAGE_BYTES;
+        while page_start < to && page_start + LOST_PAGE_BYTES <= limit {
+            let zeros_from = synced_end.max(page_start);
+            let page_end = page_start + LOST_PAGE_BYTES;
+            let n = usize::try_from(page_end - zeros_from).unwrap_or(usize::MAX);
+            let Some(start) = self.window(zeros_from, n)? else {
                 return Ok(false);
             };
             if self.chunk.bytes()[start..start + n].iter().all(|&b| b == 0) {
                 return Ok(true);
             }
-            page_end += LOST_PAGE_BYTES;
+            page_start = page_end;
         }
         Ok(false)
     }

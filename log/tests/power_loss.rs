@@ -674,3 +674,154 @@ fn a_page_lost_before_intact_blocks_is_cut_from_its_block() {
         );
     }
 }
+
+/// Damage in synced data is refused even where a record holds pages of zeros of its
+/// own: those zeros are what was written, and explain no damage outside the record's
+/// checksum (a malformed frame header, a frame of another record). Seven records are
+/// synced one by one, the fourth 12 KiB of zeros (whole pages of them, stored raw), or
+/// in one block with a record after it; a byte is changed in a frame header. Open,
+/// the readers and `verify` refuse the log, the file untouched: cutting there would cut
+/// acknowledged records.
+#[test]
+fn zeros_of_a_records_own_excuse_no_damage_in_synced_data() {
+    let sizes = [200, 300, 250, 12 * 1024, 200, 250, 300];
+    let payload = |i: usize| {
+        let fill = if i == 3 {
+            0
+        } else {
+            u8::try_from(i).unwrap() + 1
+        };
+        vec![fill; sizes[i]]
+    };
+    let opts = || {
+        LogOptions::new()
+            .durability(Durability::Sync)
+            .segment_bytes_max(1 << 20)
+    };
+    // (what, records batched per call, the record whose frame header is changed, the
+    // byte of its header changed: 6 is the flags, 0 and 1 the payload length).
+    let cases = [
+        (
+            "one record a block, the zeros' own flags",
+            &[1usize; 7][..],
+            3,
+            6,
+        ),
+        (
+            "one record a block, the zeros' own length",
+            &[1; 7][..],
+            3,
+            1,
+        ),
+        (
+            "the zeros and the next record in one block",
+            &[1, 1, 1, 2, 1, 1][..],
+            4,
+            6,
+        ),
+        (
+            "the next record's length, in the zeros' block",
+            &[1, 1, 1, 2, 1, 1][..],
+            4,
+            0,
+        ),
+    ];
+    for (what, batches, damaged, byte) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = Log::open(dir.path(), opts()).unwrap();
+        let mut i = 0;
+        for &n in batches {
+            let records: Vec<Vec<u8>> = (i..i + n).map(payload).collect();
+            let batch: Vec<Record<'_>> = records
+                .iter()
+                .enumerate()
+                .map(|(k, p)| Record::new(RecordType(1), TS_BASE + (i + k) as u64, p))
+                .collect();
+            log.append_batch(&batch).unwrap();
+            i += n;
+        }
+        // Dropped, not closed: the segment stays the active one, as after a crash.
+        drop(log);
+        assert_eq!(list_segments(dir.path()).unwrap().len(), 1);
+        let seg = list_segments(dir.path()).unwrap()[0].path.clone();
+        let mut image = fs::read(&seg).unwrap();
+        // The frame of record `damaged`: walked from its block's header by the frames'
+        // lengths (docs/FORMAT.md: a 16-byte frame header, the payload padded to 8).
+        let blocks = walk_blocks(&image);
+        let block = blocks
+            .iter()
+            .find(|b| (b.2..b.2 + b.3).contains(&(damaged as u64)))
+            .unwrap();
+        let mut frame = block.0 + blackbox_log::format::BLOCK_HEADER_LEN;
+        for s in block.2..damaged as u64 {
+            frame += 16 + sizes[usize::try_from(s).unwrap()].next_multiple_of(8);
+        }
+        image[frame + byte] ^= 0x40;
+        fs::write(&seg, &image).unwrap();
+
+        let err = Log::open(dir.path(), opts()).unwrap_err().to_string();
+        assert!(err.contains("followed by intact records"), "{what}: {err}");
+        assert!(fs::read(&seg).unwrap() == image, "{what}: the file changed");
+        let read: Result<Vec<_>, _> = LogReader::open(dir.path())
+            .unwrap()
+            .records(..)
+            .unwrap()
+            .collect();
+        let err = read.unwrap_err().to_string();
+        assert!(err.contains("followed by intact records"), "{what}: {err}");
+        let err = verify(dir.path(), None, None).unwrap_err().to_string();
+        assert!(err.contains("followed by intact records"), "{what}: {err}");
+    }
+}
+
+/// A page lost inside a large record's payload (its frame header intact, its checksum
+/// failing) before intact blocks: the trace of a power loss, cut from its block like a
+/// page lost across frame headers.
+#[test]
+fn a_page_lost_inside_a_large_record_is_cut_from_its_block() {
+    let sizes = [200usize, 300, 16 * 1024, 200, 250];
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || {
+        LogOptions::new()
+            .durability(Durability::Flush)
+            .segment_bytes_max(1 << 20)
+    };
+    let (mut log, _) = Log::open(dir.path(), opts()).unwrap();
+    for (i, &size) in sizes.iter().enumerate() {
+        let fill = 0x70 + u8::try_from(i).unwrap();
+        log.append(Record::new(
+            RecordType(1),
+            TS_BASE + i as u64,
+            &vec![fill; size],
+        ))
+        .unwrap();
+    }
+    drop(log);
+    let seg = list_segments(dir.path()).unwrap()[0].path.clone();
+    let bytes = fs::read(&seg).unwrap();
+    let blocks = walk_blocks(&bytes);
+    let big = blocks.iter().find(|b| b.2 == 2).unwrap();
+    // A whole page inside the large payload: past its block and frame headers.
+    let page = (big.0 + 64 + 16).next_multiple_of(4096);
+    assert!(page + 4096 < big.1);
+
+    let mut image = bytes.clone();
+    image[page..page + 4096].fill(0);
+    fs::write(&seg, &image).unwrap();
+    // Before any writer opens it, readers end where recovery will cut.
+    let read: Vec<u64> = LogReader::open(dir.path())
+        .unwrap()
+        .records(..)
+        .unwrap()
+        .map(|r| r.unwrap().seq().0)
+        .collect();
+    assert_eq!(read, [0, 1]);
+    let report = verify(dir.path(), None, None).unwrap();
+    assert_eq!(report.records, 2);
+    let (log, recovery) = Log::open(dir.path(), opts()).unwrap();
+    assert_eq!(log.next_seq(), Seq(2));
+    assert_eq!(recovery.first_lost_seq, Some(Seq(2)));
+    assert_eq!(recovery.torn_bytes_cut, (bytes.len() - big.0) as u64);
+    drop(log);
+    assert_eq!(fs::metadata(&seg).unwrap().len(), big.0 as u64);
+}
