@@ -61,7 +61,8 @@ pub struct Args {
     #[arg(long)]
     salvage: bool,
     /// The data file to write (replaced if it exists, never inside a log directory), or
-    /// `-` for stdout (then no manifest file is written).
+    /// `-` for stdout (JSONL; then no manifest file is written); with --partition, the
+    /// directory to write (absent or empty).
     #[arg(
         long,
         value_name = "FILE",
