@@ -95,7 +95,7 @@ pub struct ExportManifest {
     /// Bytes of the events written (a partition directory: of all its files).
     pub bytes: u64,
     /// blake3 of the bytes of the events written (a partition directory: of its
-    /// listing, FORMAT.md "Parquet export").
+    /// listing, GUIDE.md "Parquet").
     pub blake3: [u8; 32],
     /// Seq of the first row.
     pub first_seq: Option<u64>,

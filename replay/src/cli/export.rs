@@ -78,7 +78,8 @@ pub struct Args {
     #[arg(long)]
     salvage: bool,
     /// The data file to write (replaced if it exists, never inside a log directory), or
-    /// `-` for stdout (then no manifest file is written).
+    /// `-` for stdout (JSONL; then no manifest file is written); with --partition, the
+    /// directory to write (absent or empty).
     #[arg(
         long,
         value_name = "FILE",
@@ -279,6 +280,13 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
         s.push_str(&format!(
             "; and {} summaries, incidents, knowledge-base commits and accounting records",
             m.records
+        ));
+    }
+    for f in m.files.iter().filter(|f| f.role == "summaries") {
+        s.push_str(&format!(
+            "; {} summary records to {}",
+            f.rows,
+            f.path.display()
         ));
     }
     if !m.excluded.is_empty() {
