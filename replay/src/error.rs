@@ -123,6 +123,17 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// An import into a log that already holds records later than the file's first
+    /// message: the recorder's clock never goes back, so the file's messages would be
+    /// stamped at the log's last time.
+    ImportBehind {
+        /// The log directory.
+        dir: PathBuf,
+        /// The time of the log's last record, ns since the epoch.
+        last_ns: u64,
+        /// The log time of the file's first message.
+        first_ns: u64,
+    },
     /// The recorder failed (an import recording into a log).
     Recorder(blackbox::Error),
     /// An operating-system call failed outside the log (an export file, a key file).
@@ -192,6 +203,17 @@ impl fmt::Display for Error {
                 f,
                 "{} is not the file its manifest describes: {what}",
                 file.display()
+            ),
+            Error::ImportBehind {
+                dir,
+                last_ns,
+                first_ns,
+            } => write!(
+                f,
+                "cannot import into {}: it already holds records up to {}, later than the file's first message at {}, which would be stamped at that time; import into a new directory",
+                dir.display(),
+                crate::time::format_time(*last_ns),
+                crate::time::format_time(*first_ns)
             ),
             Error::Unexportable { path, reason } => {
                 write!(f, "cannot export to {}: {reason}", path.display())

@@ -152,6 +152,15 @@ pub fn import_mcap(
                     let Some(config) = config.take() else {
                         return Err(Error::Recorder(blackbox::Error::Closed));
                     };
+                    if let Some(last_ns) = last_record_ns(dir)?
+                        && last_ns > header.log_time
+                    {
+                        return Err(Error::ImportBehind {
+                            dir: dir.to_owned(),
+                            last_ns,
+                            first_ns: header.log_time,
+                        });
+                    }
                     recorder = Some(Recorder::open(dir, config).map_err(Error::Recorder)?);
                 }
                 let Some(r) = recorder.as_ref() else {
@@ -255,6 +264,29 @@ pub fn import_mcap(
             error,
         })),
     }
+}
+
+/// The time of the last record of the log in `dir`, if `dir` holds one.
+fn last_record_ns(dir: &Path) -> std::result::Result<Option<u64>, Error> {
+    if !dir.exists()
+        || blackbox_log::list_segments(dir)
+            .map_err(Error::Log)?
+            .is_empty()
+    {
+        return Ok(None);
+    }
+    let reader = blackbox::LogReader::open(dir).map_err(Error::Log)?;
+    let Some(last) = reader.digest().map_err(Error::Log)? else {
+        return Ok(None);
+    };
+    let seq = blackbox::Seq(last.seq);
+    let record = reader
+        .records(seq..=seq)
+        .map_err(Error::Log)?
+        .next()
+        .transpose()
+        .map_err(Error::Log)?;
+    Ok(record.map(|r| r.ts_ns()))
 }
 
 fn mcap_fault(path: &Path, offset: u64, reason: String) -> Error {

@@ -521,3 +521,29 @@ fn find_last(bytes: &[u8], opcode: u8) -> usize {
     }
     last.unwrap()
 }
+
+/// The same file imported twice into one log: the second import is refused before it
+/// records anything (the file's messages would be stamped at the log's last time), and
+/// the log is as the first import left it.
+#[test]
+fn an_import_into_a_log_that_holds_later_records_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("in.mcap");
+    let written = write_python_mcap(&file, "zstd");
+    let dir = tmp.path().join("log");
+    ok(&blackbox(&["import", "--mcap", s(&file), "--dir", s(&dir)]));
+    let before = replay_json(&dir, &[]);
+    let err = fails(&blackbox(&["import", "--mcap", s(&file), "--dir", s(&dir)]));
+    assert!(
+        err.contains(&format!("cannot import into {}", dir.display())),
+        "{err}"
+    );
+    assert!(err.contains("import into a new directory"), "{err}");
+    assert_eq!(
+        replay_json(&dir, &[]),
+        before,
+        "the refused import changed the log"
+    );
+    let events = replay_json(&dir, &["--type", "event"]);
+    assert_imported(&events, &written);
+}
