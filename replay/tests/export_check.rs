@@ -222,3 +222,49 @@ fn the_manifest_names_the_policies_in_force_over_its_rows() {
         "{from} {last} {seqs:?}"
     );
 }
+
+/// A manifest edited where the data file's own check cannot see it (the policy in force,
+/// the accounting, a kind's weights, the list of files) fails the check against the log,
+/// in every format: the log says again what the manifest must say.
+#[test]
+fn a_manifest_edited_beside_its_file_is_caught_against_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("flight");
+    ok(&blackbox(&["demo", "--dir", s(&dir), "--seed", "7"]));
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit); 3] = [
+        ("policy", |m| m["policy"] = Value::from("x = 1")),
+        ("accounting", |m| {
+            m["accounting"]["kinds"]["action.grasp"]["seen"] = Value::from(99)
+        }),
+        ("kinds", |m| {
+            m["kinds"]["action.grasp"]["weight_sum"] = Value::from(40.0)
+        }),
+    ];
+    for format in ["jsonl", "parquet", "mcap"] {
+        let out = tmp.path().join(format!("run.{format}"));
+        ok(&blackbox(&[
+            "export",
+            "--dir",
+            s(&dir),
+            "--format",
+            format,
+            "--out",
+            s(&out),
+        ]));
+        let manifest = tmp.path().join(format!("run.{format}.manifest.json"));
+        let original = fs::read(&manifest).unwrap();
+        ok(&check(&out, &["--dir", s(&dir)]));
+        for (what, edit) in edits {
+            let mut m: Value = serde_json::from_slice(&original).unwrap();
+            edit(&mut m);
+            fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+            let err = fails(&check(&out, &["--dir", s(&dir)]));
+            assert!(
+                err.contains("not the file its manifest describes"),
+                "{format} {what}: {err}"
+            );
+        }
+        fs::write(&manifest, &original).unwrap();
+    }
+}

@@ -21,8 +21,10 @@ use std::path::{Path, PathBuf};
 
 use blackbox::LogReader;
 use blackbox::log::ReaderOptions;
+use serde_json::{Value, json};
 
 use crate::decode::RecordType;
+
 use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
 use crate::manifest::{CheckReport, Excluded, ExportManifest, KindRows, manifest_path};
@@ -282,6 +284,50 @@ pub fn check_export_against_log(
         (again.bytes, again.blake3) = sink.finish();
         again
     };
+    // What the manifest says of the log beside the file (per-kind rows and weights,
+    // the kinds left out, the accounting, the policies, the losses) must be what the
+    // log says again: the data file's own check cannot see an edit of those.
+    let derived = again.to_json();
+    for key in [
+        "kinds",
+        "excluded",
+        "accounting",
+        "policy",
+        "weights",
+        "lost",
+        "undecodable",
+        "first_seq",
+        "last_seq",
+        "first_hash",
+        "last_hash",
+    ] {
+        if derived[key] != m[key] {
+            return Err(Error::ExportChanged {
+                file: report.file.clone(),
+                what: format!(
+                    "its manifest's \"{key}\" is not what exporting its query from {} up to its digest again gives",
+                    dir.display()
+                ),
+            });
+        }
+    }
+    let roles = |files: &Value| -> Vec<Value> {
+        files
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| json!([f["role"], f["kind"], f["rows"], f["blake3"]]))
+            .collect()
+    };
+    if roles(&derived["files"]) != roles(&m["files"]) {
+        return Err(Error::ExportChanged {
+            file: report.file.clone(),
+            what: format!(
+                "its manifest's files are not those exporting its query from {} up to its digest again writes",
+                dir.display()
+            ),
+        });
+    }
     if again.blake3 != report.blake3 || again.rows != report.rows {
         return Err(Error::ExportChanged {
             file: report.file.clone(),
