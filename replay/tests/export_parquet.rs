@@ -521,3 +521,52 @@ fn parquet_options_are_refused_where_they_cannot_apply() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// A summaries file named like the events file, its manifest, or inside the partition
+/// directory is refused before anything is written (it would overwrite the events);
+/// `--compression` outside MCAP is refused rather than ignored.
+#[test]
+fn a_summaries_file_that_would_overwrite_the_export_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    mixed_log(&dir);
+    let out = tmp.path().join("same.parquet");
+    let manifest = tmp.path().join("same.parquet.manifest.json");
+    let by_kind = tmp.path().join("by_kind");
+    let inside = by_kind.join("s.parquet");
+    let cases: [(&Path, &[&str]); 3] = [
+        (&out, &[]),
+        (&manifest, &[]),
+        (&inside, &["--partition", "kind"]),
+    ];
+    for (summaries, extra) in cases {
+        let target = if extra.is_empty() { &out } else { &by_kind };
+        let mut args = vec![
+            "export",
+            "--dir",
+            s(&dir),
+            "--format",
+            "parquet",
+            "--out",
+            s(target),
+            "--summaries",
+            s(summaries),
+        ];
+        args.extend_from_slice(extra);
+        let err = fails(&blackbox(&args));
+        assert!(err.contains("would overwrite the export"), "{err}");
+        assert!(!out.exists() && !by_kind.exists(), "something was written");
+    }
+    let err = fails(&blackbox(&[
+        "export",
+        "--dir",
+        s(&dir),
+        "--format",
+        "parquet",
+        "--compression",
+        "lz4",
+        "--out",
+        s(&out),
+    ]));
+    assert!(err.contains("--compression is an MCAP option"), "{err}");
+}

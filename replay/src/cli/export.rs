@@ -2,7 +2,7 @@
 //! beside the output; `export --check` proves an export is still what its manifest says.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use blackbox::LogReader;
 use blackbox_replay::{ExportManifest, ExportOptions, McapCompression, ParquetOptions, hex};
@@ -52,9 +52,9 @@ pub struct Args {
     /// The file format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
-    /// MCAP: how its chunks are compressed.
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: Compression,
+    /// MCAP: how its chunks are compressed [default: zstd].
+    #[arg(long, value_enum)]
+    compression: Option<Compression>,
     /// Parquet: write a directory of one file per kind (OUT/kind=KIND/part-0.parquet),
     /// which DuckDB, Spark and Polars read as one dataset; OUT must be absent or empty.
     #[arg(long, value_enum, value_name = "BY", conflicts_with = "check")]
@@ -99,6 +99,23 @@ pub struct Args {
     key_file: Option<PathBuf>,
 }
 
+/// Refuses a summaries file that would overwrite the events file, its manifest, or lie
+/// inside the partition directory.
+fn summaries_apart(summaries: &Path, out: &Path, partitioned: bool) -> Result<(), CliError> {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    let (s, o) = (absolute(summaries), absolute(out));
+    let mut manifest = o.clone().into_os_string();
+    manifest.push(".manifest.json");
+    if s == o || s == Path::new(&manifest) || (partitioned && s.starts_with(&o)) {
+        return Err(CliError::new(format!(
+            "--summaries {} would overwrite the export {} or its manifest: name another file",
+            summaries.display(),
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `blackbox export`.
 pub fn run(args: Args) -> Result<(), CliError> {
     if let Some(path) = &args.check {
@@ -109,11 +126,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
             "--partition and --summaries are Parquet options: add --format parquet",
         ));
     }
+    if args.format != Format::Mcap && args.compression.is_some() {
+        return Err(CliError::new(
+            "--compression is an MCAP option (Parquet pages are zstd): add --format mcap",
+        ));
+    }
     let (Some(dir), Some(out_path)) = (&args.dir, &args.out) else {
         return Err(CliError::new(
             "export needs --dir and --out (or --check FILE): see `blackbox export --help`",
         ));
     };
+    if let Some(summaries) = &args.summaries {
+        summaries_apart(summaries, out_path, args.partition.is_some())?;
+    }
     let key = key_from(args.key_file.as_deref())?;
     if !args.salvage {
         blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
@@ -156,7 +181,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     );
     // Cheap: the bar redraws at most a few times a second.
     let mut progress = |seq: u64| bar.set_position(seq);
-    let compression = match args.compression {
+    let compression = match args.compression.unwrap_or(Compression::Zstd) {
         Compression::Zstd => McapCompression::Zstd,
         Compression::Lz4 => McapCompression::Lz4,
         Compression::None => McapCompression::None,
