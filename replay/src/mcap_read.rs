@@ -73,12 +73,113 @@ pub(crate) fn read_mcap(
                 reader.notify_read(n);
             }
             LinearReadEvent::Record { data, opcode } => {
-                let record = mcap::parse_record(opcode, data).map_err(|e| fault(offset, e))?;
+                // The parser reserves what a length inside a record claims before it
+                // reads: each is checked against the record's own bytes first.
+                lengths_fit(opcode, data).map_err(|why| Error::Mcap {
+                    path: path.to_owned(),
+                    offset,
+                    reason: format!("a record (opcode {opcode:#04x}) {why}"),
+                })?;
+                let record = mcap::parse_record(opcode, data).map_err(|e| match e {
+                    mcap::McapError::Parse(_) => Error::Mcap {
+                        path: path.to_owned(),
+                        offset,
+                        reason: format!("a record (opcode {opcode:#04x}) does not parse: {e}"),
+                    },
+                    e => fault(offset, e),
+                })?;
                 on_record(record, offset)?;
             }
         }
     }
     Ok((offset, *hasher.finalize().as_bytes()))
+}
+
+/// A field of an MCAP record, as the specification lays it out.
+#[derive(Clone, Copy)]
+enum Field {
+    /// A fixed number of bytes.
+    Fixed(usize),
+    /// A u32 length, then that many bytes (a string, bytes, or a map or array of
+    /// fixed-size entries).
+    Prefixed32,
+    /// A u64 length, then that many bytes.
+    Prefixed64,
+    /// A u32 length, then that many bytes of string pairs (each a [`Field::Prefixed32`]).
+    StringMap,
+}
+
+/// The fields of the records with lengths inside them (MCAP specification, "Records").
+fn fields(opcode: u8) -> &'static [Field] {
+    use Field::{Fixed, Prefixed32 as S, Prefixed64 as B64, StringMap as M};
+    match opcode {
+        0x01 => &[S, S],
+        0x03 => &[Fixed(2), S, S, S],
+        0x04 => &[Fixed(4), S, S, M],
+        0x06 => &[Fixed(28), S, B64],
+        0x07 => &[Fixed(2), S],
+        0x08 => &[Fixed(32), S, Fixed(8), S, Fixed(16)],
+        0x09 => &[Fixed(16), S, S, B64, Fixed(4)],
+        0x0A => &[Fixed(40), S, S],
+        0x0B => &[Fixed(38), S],
+        0x0C => &[S, M],
+        0x0D => &[Fixed(16), S],
+        _ => &[],
+    }
+}
+
+/// Whether every length inside the record `opcode` with body `data` fits in the body;
+/// otherwise what does not, as a clause.
+fn lengths_fit(opcode: u8, data: &[u8]) -> std::result::Result<(), String> {
+    let mut rest = data;
+    for &field in fields(opcode) {
+        rest = skip(field, rest)?;
+    }
+    Ok(())
+}
+
+/// The bytes after `field` at the start of `b`.
+fn skip(field: Field, b: &[u8]) -> std::result::Result<&[u8], String> {
+    let short = || "ends in the middle of a field".to_owned();
+    let prefixed = |width: usize, b: &'_ [u8]| -> std::result::Result<(usize, usize), String> {
+        let len = match width {
+            4 => b
+                .get(..4)
+                .map(|x| u64::from(u32::from_le_bytes([x[0], x[1], x[2], x[3]]))),
+            _ => b
+                .get(..8)
+                .map(|x| u64::from_le_bytes([x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]])),
+        }
+        .ok_or_else(short)?;
+        let room = (b.len() - width) as u64;
+        if len > room {
+            return Err(format!(
+                "claims a field of {len} bytes where {room} remain in the record"
+            ));
+        }
+        Ok((width, usize::try_from(len).unwrap_or(usize::MAX)))
+    };
+    match field {
+        Field::Fixed(n) => b.get(n..).ok_or_else(short),
+        Field::Prefixed32 | Field::Prefixed64 => {
+            let width = if matches!(field, Field::Prefixed32) {
+                4
+            } else {
+                8
+            };
+            let (at, len) = prefixed(width, b)?;
+            Ok(&b[at + len..])
+        }
+        Field::StringMap => {
+            let (at, len) = prefixed(4, b)?;
+            let mut inner = &b[at..at + len];
+            while !inner.is_empty() {
+                inner = skip(Field::Prefixed32, inner)?;
+                inner = skip(Field::Prefixed32, inner)?;
+            }
+            Ok(&b[at + len..])
+        }
+    }
 }
 
 /// Reads into `buf`, retrying when interrupted; 0 only at the end of the file.

@@ -547,3 +547,43 @@ fn an_import_into_a_log_that_holds_later_records_is_refused() {
     let events = replay_json(&dir, &["--type", "event"]);
     assert_imported(&events, &written);
 }
+
+/// An MCAP record whose inner length claims more than the record holds (a channel's
+/// topic of 4 GiB in a 10-byte body) is refused naming the record, before the parser
+/// reserves what it claims: under a 2 GB address-space limit the import ends with a
+/// sentence, not an allocation failure.
+#[test]
+fn an_mcap_length_larger_than_its_record_is_refused_without_allocating_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("bad.mcap");
+    // MCAP specification: magic, a header record (profile, library), then a channel
+    // record (id, schema id, topic, message encoding, metadata).
+    let mut bytes = b"\x89MCAP0\r\n".to_vec();
+    let record = |bytes: &mut Vec<u8>, opcode: u8, body: &[u8]| {
+        bytes.push(opcode);
+        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(body);
+    };
+    record(&mut bytes, 0x01, &[0u8; 8]);
+    let mut channel = vec![1, 0, 0, 0];
+    channel.extend_from_slice(&u32::MAX.to_le_bytes());
+    channel.extend_from_slice(b"ab");
+    record(&mut bytes, 0x04, &channel);
+    std::fs::write(&file, &bytes).unwrap();
+    let dir = tmp.path().join("log");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2000000 && exec \"$0\" import --mcap \"$1\" --dir \"$2\"")
+        .arg(env!("CARGO_BIN_EXE_blackbox"))
+        .arg(&file)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a record (opcode 0x04) claims a field of 4294967295 bytes"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "a log was created");
+}
