@@ -121,7 +121,7 @@ fn fields(opcode: u8) -> &'static [Field] {
         0x08 => &[Fixed(32), S, Fixed(8), S, Fixed(16)],
         0x09 => &[Fixed(16), S, S, B64, Fixed(4)],
         0x0A => &[Fixed(40), S, S],
-        0x0B => &[Fixed(38), S],
+        0x0B => &[Fixed(42), S],
         0x0C => &[S, M],
         0x0D => &[Fixed(16), S],
         _ => &[],
