@@ -28,6 +28,8 @@
 //!   command parses it, and [`record_apply::apply_line`]: the line applied to a running
 //!   recorder as the command applies it; [`json_input::parse_strict`]: JSON refusing a
 //!   key given twice.
+//! - [`verify_json`], [`history_entry`], [`rejection_json`]: reports as the command's
+//!   `--json` prints them.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
 //!   argument formats.
 //!
@@ -72,6 +74,7 @@ mod query;
 pub mod record_apply;
 pub mod record_input;
 mod replay;
+mod report;
 mod salvage;
 mod state;
 mod stats;
@@ -94,6 +97,7 @@ pub use manifest::{
 pub use output::{AtomicFile, check_output};
 pub use query::{Order, Query};
 pub use replay::{Replay, fold};
+pub use report::{history_entry, rejection_json, verify_json};
 pub use salvage::{Salvage, Salvaged, loses_records, loss_json, salvage};
 pub use state::{State, TempView, fact_json, kb_view, start_seq, state_at};
 pub use stats::{LogStats, stats};
