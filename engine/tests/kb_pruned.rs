@@ -360,7 +360,10 @@ fn carried_commits_stay_within_an_eighth_of_a_small_segment() {
     }
     let bound = usize::try_from(SMALL / 8).unwrap() + largest;
     for (i, bytes) in carried.iter().enumerate() {
-        assert!(*bytes <= bound, "segment {i} carries {bytes} bytes of commits");
+        assert!(
+            *bytes <= bound,
+            "segment {i} carries {bytes} bytes of commits"
+        );
     }
     assert!(carried.iter().any(|&b| b > 0), "nothing was carried");
 }
