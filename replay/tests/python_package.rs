@@ -36,6 +36,15 @@ fn the_python_package_installs_and_passes_its_tests() {
     // directory of its own: the one of this `cargo test` is locked while it runs.
     // Cargo rebuilds what changed; installs take turns on a lock.
     let lock = target.join("python-package.lock");
+    // maturin's build hook runs the `maturin` beside the interpreter: put it first on
+    // the PATH (without build isolation, pip does not).
+    let bin = python
+        .parent()
+        .unwrap_or_else(|| panic!("{} has no directory", python.display()));
+    let path = std::env::join_paths(std::iter::once(bin.to_owned()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap_or_else(|e| panic!("a PATH with {}: {e}", bin.display()));
     let install = Command::new("flock")
         .arg(&lock)
         .arg(python)
@@ -51,6 +60,7 @@ fn the_python_package_installs_and_passes_its_tests() {
         ])
         .arg(root.join("python"))
         .env("CARGO_TARGET_DIR", target.join("python-build"))
+        .env("PATH", path)
         .output()
         .unwrap_or_else(|e| panic!("run flock and pip: {e}"));
     assert!(
