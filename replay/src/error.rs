@@ -95,6 +95,14 @@ pub enum Error {
         /// The first difference found.
         what: String,
     },
+    /// An export cannot write what it read: a row its format cannot hold, or its
+    /// encoder failed.
+    Unexportable {
+        /// The output being written.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A point in time before the first one the retained log can rebuild the state at:
     /// the log was pruned, and the segments that told the state then are gone.
     PrunedBefore {
@@ -173,6 +181,9 @@ impl fmt::Display for Error {
                 "{} is not the file its manifest describes: {what}",
                 file.display()
             ),
+            Error::Unexportable { path, reason } => {
+                write!(f, "cannot export to {}: {reason}", path.display())
+            }
             Error::UnsafeOutput { path, reason } => {
                 write!(f, "refusing to write {}: {reason}", path.display())
             }

@@ -18,8 +18,8 @@
 //! - [`Decoder`]: turns one [`LogRecord`](blackbox_log::LogRecord) into a [`Record`],
 //!   for hosts that read the log themselves.
 //! - [`to_json`]: a record as the JSON object `blackbox replay --json` prints.
-//! - [`stats()`], [`export_jsonl`]: the log's totals, and the JSONL export with its
-//!   manifest; [`Weights`]: the export weights, computed from the log;
+//! - [`stats()`], [`export_jsonl`], [`export_parquet`]: the log's totals, and the
+//!   JSONL and Parquet exports with their manifest; [`Weights`]: the export weights, computed from the log;
 //!   [`check_export`]: whether an exported file is still what its manifest says.
 //! - [`state_at`]: time travel: the working memory, the knowledge base and the
 //!   accounting totals at any point in time; [`kb_view`]: the
@@ -88,13 +88,17 @@ pub use decode::{
     ValueSummary, ValuesRef, record_hash,
 };
 pub use error::{Error, Result};
-pub use export::{ExportOptions, check_export_against_log, export_jsonl, export_jsonl_to};
+pub use export::{
+    ExportOptions, ParquetOptions, check_export_against_log, export_jsonl, export_jsonl_to,
+    export_parquet,
+};
 pub use inputs::{open_log_dir, read_key_file};
 pub use json::{hex, to_json};
 pub use manifest::{
-    CheckReport, Excluded, ExportManifest, KindRows, MANIFEST_VERSION, check_export,
+    CheckReport, Excluded, ExportFormat, ExportManifest, ExportedFile, KindRows, MANIFEST_VERSION,
+    check_export,
 };
-pub use output::{AtomicFile, check_output};
+pub use output::{AtomicFile, check_output, check_output_dir};
 pub use query::{Order, Query};
 pub use replay::{Replay, fold};
 pub use report::{history_entry, rejection_json, verify_json};

@@ -17,11 +17,56 @@ use crate::weights::{RangeAccounting, Unreconciled};
 /// The manifest format's version, in its `manifest_version` field.
 pub const MANIFEST_VERSION: u64 = 1;
 
-/// What [`export_jsonl`](crate::export_jsonl) wrote, and what
-/// [`check_export`] compares a file against.
+/// An export's encoding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// JSON lines ([`export_jsonl`](crate::export_jsonl)).
+    #[default]
+    Jsonl,
+    /// Parquet ([`export_parquet`](crate::export_parquet)).
+    Parquet,
+}
+
+impl ExportFormat {
+    /// The name the manifest's `format` field gives.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFormat::Jsonl => "jsonl",
+            ExportFormat::Parquet => "parquet",
+        }
+    }
+}
+
+/// One file an export wrote, as its manifest's `files` list describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportedFile {
+    /// Its path: relative to the manifest's directory when it lies there, else absolute.
+    pub path: PathBuf,
+    /// `events` or `summaries`.
+    pub role: &'static str,
+    /// The kind of a partition's file (`--partition kind`).
+    pub kind: Option<String>,
+    /// Rows.
+    pub rows: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// blake3 of its bytes.
+    pub blake3: [u8; 32],
+}
+
+/// What [`export_jsonl`](crate::export_jsonl) or
+/// [`export_parquet`](crate::export_parquet) wrote, and what [`check_export`] compares
+/// an export against.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportManifest {
-    /// The data file (empty for an export to a stream).
+    /// The encoding.
+    pub format: ExportFormat,
+    /// Whether the events are a directory of one file per kind (Parquet).
+    pub partition_by_kind: bool,
+    /// Every file written (Parquet: the events' file or files, and the summaries');
+    /// empty for JSONL, whose one file is `file`.
+    pub files: Vec<ExportedFile>,
+    /// The data file, or the partition directory (empty for an export to a stream).
     pub file: PathBuf,
     /// The manifest file, `FILE.manifest.json` (empty for an export to a stream).
     pub manifest_file: PathBuf,
@@ -39,11 +84,12 @@ pub struct ExportManifest {
     pub kinds: Vec<String>,
     /// Whether the events of summarized and dropped kinds were exported too.
     pub include_unweighted: bool,
-    /// Rows written.
+    /// Event rows written.
     pub rows: u64,
-    /// Bytes written.
+    /// Bytes of the events written (a partition directory: of all its files).
     pub bytes: u64,
-    /// blake3 of the bytes written.
+    /// blake3 of the bytes of the events written (a partition directory: of its
+    /// listing, FORMAT.md "Parquet export").
     pub blake3: [u8; 32],
     /// Seq of the first row.
     pub first_seq: Option<u64>,
@@ -163,9 +209,9 @@ impl ExportManifest {
             .file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned());
-        json!({
+        let mut m = json!({
             "manifest_version": MANIFEST_VERSION,
-            "format": "jsonl",
+            "format": self.format.name(),
             "tool": {"name": "blackbox", "version": env!("CARGO_PKG_VERSION")},
             "created_at": format_time(self.created_ns),
             "file": {
@@ -220,7 +266,27 @@ impl ExportManifest {
                 "to_accounting_seq": self.accounting.to_seq,
                 "kinds": accounting,
             },
-        })
+        });
+        if self.format == ExportFormat::Parquet {
+            m["parquet"] = json!({
+                "partition": if self.partition_by_kind { Value::from("kind") } else { Value::Null },
+            });
+            m["files"] = self
+                .files
+                .iter()
+                .map(|f| {
+                    json!({
+                        "path": f.path.display().to_string(),
+                        "role": f.role,
+                        "kind": f.kind,
+                        "rows": f.rows,
+                        "bytes": f.bytes,
+                        "blake3": hex(&f.blake3),
+                    })
+                })
+                .collect();
+        }
+        m
     }
 }
 
@@ -310,9 +376,11 @@ fn read_manifest(path: &Path) -> Result<Value> {
             e.column()
         ))
     })?;
-    if v["manifest_version"].as_u64() != Some(MANIFEST_VERSION) || v["format"] != "jsonl" {
+    if v["manifest_version"].as_u64() != Some(MANIFEST_VERSION)
+        || !(v["format"] == "jsonl" || v["format"] == "parquet")
+    {
         return Err(bad(format!(
-            "it is not a version {MANIFEST_VERSION} manifest of a JSONL export"
+            "it is not a version {MANIFEST_VERSION} manifest of a JSONL or Parquet export"
         )));
     }
     Ok(v)
@@ -410,6 +478,9 @@ pub(crate) fn summarize_file(path: &Path) -> Result<FileSummary> {
 /// manifest that cannot be read as one; [`Error::Io`].
 pub fn check_export(path: &Path) -> Result<CheckReport> {
     let (file, manifest_file, m) = resolve_check_paths(path)?;
+    if m["format"] == "parquet" {
+        return crate::export::check_parquet(file, manifest_file, &m);
+    }
     let found = summarize_file(&file)?;
     let changed = |what: String| Error::ExportChanged {
         file: file.clone(),

@@ -31,23 +31,7 @@ pub fn check_output(path: &Path) -> Result<PathBuf> {
     let Some(name) = path.file_name() else {
         return Err(refuse("it names no file".to_owned()));
     };
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let dir = parent.canonicalize().map_err(|source| Error::Io {
-        op: "resolve the directory of",
-        path: path.to_owned(),
-        source,
-    })?;
-    for ancestor in dir.ancestors() {
-        if is_log_dir(ancestor) {
-            return Err(refuse(format!(
-                "it is inside the log directory {}, whose files only the recorder writes",
-                ancestor.display()
-            )));
-        }
-    }
+    let dir = safe_parent(path)?;
     match std::fs::symlink_metadata(dir.join(name)) {
         Ok(meta) if meta.file_type().is_file() => Ok(dir),
         Ok(meta) => Err(refuse(format!(
@@ -61,6 +45,77 @@ pub fn check_output(path: &Path) -> Result<PathBuf> {
             source,
         }),
     }
+}
+
+/// Checks that `path` may be written as an export output directory (a partitioned
+/// export): not inside a log directory, and either absent or an empty directory; returns
+/// the directory it will be written in, resolved.
+///
+/// # Errors
+///
+/// As [`check_output`], and [`Error::UnsafeOutput`] for a name taken by anything but
+/// an empty directory.
+pub fn check_output_dir(path: &Path) -> Result<PathBuf> {
+    let refuse = |reason: String| Error::UnsafeOutput {
+        path: path.to_owned(),
+        reason,
+    };
+    let Some(name) = path.file_name() else {
+        return Err(refuse("it names no directory".to_owned()));
+    };
+    let dir = safe_parent(path)?;
+    let target = dir.join(name);
+    match std::fs::symlink_metadata(&target) {
+        Ok(meta) if meta.file_type().is_dir() => {
+            let mut entries = std::fs::read_dir(&target).map_err(|source| Error::Io {
+                op: "list",
+                path: path.to_owned(),
+                source,
+            })?;
+            if entries.next().is_some() {
+                Err(refuse(
+                    "it is a directory that is not empty: remove it or name another".to_owned(),
+                ))
+            } else {
+                Ok(dir)
+            }
+        }
+        Ok(meta) => Err(refuse(format!(
+            "it is {}, not a directory",
+            describe_type(&meta.file_type())
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(dir),
+        Err(source) => Err(Error::Io {
+            op: "inspect",
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The directory `path` lies in, resolved, if no log directory holds it.
+fn safe_parent(path: &Path) -> Result<PathBuf> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = parent.canonicalize().map_err(|source| Error::Io {
+        op: "resolve the directory of",
+        path: path.to_owned(),
+        source,
+    })?;
+    for ancestor in dir.ancestors() {
+        if is_log_dir(ancestor) {
+            return Err(Error::UnsafeOutput {
+                path: path.to_owned(),
+                reason: format!(
+                    "it is inside the log directory {}, whose files only the recorder writes",
+                    ancestor.display()
+                ),
+            });
+        }
+    }
+    Ok(dir)
 }
 
 /// Whether `dir` holds a log: a segment file or the writer's lock file. Unreadable
@@ -182,6 +237,16 @@ impl AtomicFile {
                 .map_err(io("sync the directory of", &self.path))?;
         }
         Ok(self.path)
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writer().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.writer().flush()
     }
 }
 

@@ -28,7 +28,7 @@
 //! record), and rows after the last accounting record, keep nominal weights; the
 //! manifest says so.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use blackbox::codec::{self, WrittenTier};
@@ -58,6 +58,9 @@ pub struct Weights {
     /// Per kind, sampled-out events that came before its first sample row, waiting for
     /// it (a `rate = p` sampler keeps its first event only at about 1/p).
     carry: HashMap<String, u64>,
+    /// Per kind, the names of the values its events carry (the columns a typed export
+    /// gives them).
+    value_names: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// The accounting that covers a range of the log: the difference between the totals of
@@ -149,6 +152,8 @@ impl Weights {
         let mut interval: BTreeMap<String, Interval> = BTreeMap::new();
         let mut interval_start = 0u64;
         let mut latest_sample: HashMap<String, (u64, f64)> = HashMap::new();
+        // Per kind id, the ids of the value names its events carry; named at the end.
+        let mut value_ids: HashMap<u32, HashSet<u32>> = HashMap::new();
         for raw in records {
             let raw = raw?;
             let seq = raw.seq().0;
@@ -183,6 +188,10 @@ impl Weights {
                             )));
                         }
                     };
+                    if !e.values.is_empty() {
+                        let ids = value_ids.entry(kind_id).or_default();
+                        ids.extend(e.values.iter().map(|(name, _)| name));
+                    }
                     let tier = e.tier;
                     let i = interval.entry(kind.to_owned()).or_default();
                     match tier {
@@ -224,6 +233,18 @@ impl Weights {
                     other => other?,
                 },
             }
+        }
+        for (kind_id, ids) in value_ids {
+            // Both were named before the event that used them; a salvage may have lost
+            // the dictionary record of a name, and its events with it.
+            let Some(kind) = decoder.name(kind_id) else {
+                continue;
+            };
+            let names = w.value_names.entry(kind.to_owned()).or_default();
+            names.extend(
+                ids.iter()
+                    .filter_map(|id| decoder.name(*id).map(str::to_owned)),
+            );
         }
         for (kind, c) in &w.totals {
             if c.summarized > 0 || c.dropped > 0 {
@@ -315,6 +336,18 @@ impl Weights {
             WrittenTier::Preroll => 0.0,
             WrittenTier::Sample => self.adjusted.get(&seq).copied().unwrap_or(nominal),
         })
+    }
+
+    /// The names of the values that the events of the kinds `query` selects carry
+    /// (anywhere in the log read, not only in the query's range); without
+    /// `include_unweighted`, of weighted kinds only (an export leaves the others out).
+    pub fn value_names(&self, query: &Query, include_unweighted: bool) -> BTreeSet<String> {
+        self.value_names
+            .iter()
+            .filter(|(kind, _)| query.kind_selected(Some(kind)))
+            .filter(|(kind, _)| include_unweighted || !self.unweighted.contains_key(*kind))
+            .flat_map(|(_, names)| names.iter().cloned())
+            .collect()
     }
 
     /// The kinds whose events were summarized or dropped, with their totals.

@@ -1,11 +1,11 @@
-//! `blackbox export`: events as JSON lines with their weights, and a manifest beside the
-//! file; `export --check` proves a file is still what its manifest says.
+//! `blackbox export`: events as JSON lines or Parquet with their weights, and a manifest
+//! beside the output; `export --check` proves an export is still what its manifest says.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use blackbox::LogReader;
-use blackbox_replay::{ExportManifest, ExportOptions, hex};
+use blackbox_replay::{ExportManifest, ExportOptions, ParquetOptions, hex};
 use serde_json::json;
 
 use super::range::{RangeArgs, explain_empty};
@@ -16,11 +16,20 @@ use super::{CliError, glob_arg, key_from, line, progress_bar, warn_unverified};
 pub enum Format {
     /// One JSON object a line.
     Jsonl,
+    /// Parquet: typed columns, one row per event (zstd pages).
+    Parquet,
+}
+
+/// How a Parquet export is split into files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Partition {
+    /// A hive-style directory, OUT/kind=KIND/part-0.parquet.
+    Kind,
 }
 
 /// Export events as JSON lines (seq, ts, kind, source, payload, values, weight, tier,
-/// hash), and FILE.manifest.json beside the file; or check an exported file against its
-/// manifest.
+/// hash) or as Parquet (the same in typed columns), and OUT.manifest.json beside the
+/// output; or check an export against its manifest.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The log directory (with --check: also derive the file again from this log).
@@ -29,6 +38,14 @@ pub struct Args {
     /// The file format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
+    /// Parquet: write a directory of one file per kind (OUT/kind=KIND/part-0.parquet),
+    /// which DuckDB, Spark and Polars read as one dataset; OUT must be absent or empty.
+    #[arg(long, value_enum, value_name = "BY", conflicts_with = "check")]
+    partition: Option<Partition>,
+    /// Parquet: also write the summary records the query selects to FILE (one row per
+    /// summary window), listed in the same manifest.
+    #[arg(long, value_name = "FILE", conflicts_with = "check")]
+    summaries: Option<PathBuf>,
     #[command(flatten)]
     range: RangeArgs,
     /// Only events whose kind matches this glob (repeatable; `*` crosses dots; `!GLOB`
@@ -66,9 +83,13 @@ pub struct Args {
 
 /// Runs `blackbox export`.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let Format::Jsonl = args.format;
     if let Some(path) = &args.check {
         return check(&args, path);
+    }
+    if args.format != Format::Parquet && (args.partition.is_some() || args.summaries.is_some()) {
+        return Err(CliError::new(
+            "--partition and --summaries are Parquet options: add --format parquet",
+        ));
     }
     let (Some(dir), Some(out_path)) = (&args.dir, &args.out) else {
         return Err(CliError::new(
@@ -102,6 +123,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
         salvage: args.salvage,
     };
     let to_stdout = out_path.as_os_str() == "-";
+    if to_stdout && args.format == Format::Parquet {
+        return Err(CliError::new(
+            "a Parquet export is written to a file (--out FILE), not to stdout: its footer is written last",
+        ));
+    }
     let bar = progress_bar(
         end,
         if to_stdout {
@@ -116,6 +142,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let stdout = io::stdout();
         let mut lock = stdout.lock();
         blackbox_replay::export_jsonl_to(dir, &query, &options, &mut lock, &mut progress)
+    } else if args.format == Format::Parquet {
+        let parquet = ParquetOptions {
+            partition_by_kind: args.partition == Some(Partition::Kind),
+            summaries: args.summaries.clone(),
+        };
+        blackbox_replay::export_parquet(dir, &query, out_path, &options, &parquet, &mut progress)
     } else {
         blackbox_replay::export_jsonl(dir, &query, out_path, &options, &mut progress)
     };

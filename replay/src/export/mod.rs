@@ -1,26 +1,40 @@
-//! Export for training data: JSONL, one event a line with its export weight, and a
-//! manifest beside it that proves what the file holds and where it came from.
+//! Export for training data: the events a query selects, each with its export weight,
+//! in one of the encodings (JSONL, one event a line; Parquet, typed columns), and a
+//! manifest beside the output that proves what it holds and where it came from.
+//!
+//! Everything but the encoding is shared: the rows come from one source (a range read
+//! up to the log's digest, or a salvage), weighted by [`Weights`], counted into the
+//! manifest; each encoding is a [`RowSink`].
 
-use std::collections::BTreeMap;
-use std::io::{BufWriter, Write};
+mod hashing;
+mod jsonl;
+mod parquet;
+mod parquet_check;
+mod partition;
+mod row;
+mod summaries;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use blackbox::LogReader;
 use blackbox::log::ReaderOptions;
-use serde_json::Value;
 
-use blackbox::codec::WrittenTier;
-
-use crate::decode::{Body, BodyRef, Record, RecordRef, RecordType};
+use crate::decode::RecordType;
 use crate::error::{Error, Result};
 use crate::inputs::open_log_dir;
-use crate::json::to_json;
 use crate::manifest::{CheckReport, Excluded, ExportManifest, KindRows, manifest_path};
 use crate::output::AtomicFile;
 use crate::query::{Order, Query};
 use crate::replay::Replay;
 use crate::salvage::Salvaged;
 use crate::weights::Weights;
+
+pub use self::parquet::{ParquetOptions, export_parquet};
+pub(crate) use self::parquet_check::check_parquet;
+pub(crate) use hashing::Hashing;
+pub(crate) use row::{Row, RowPayload};
 
 /// How to export, beyond what the [`Query`] selects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,10 +49,24 @@ pub struct ExportOptions {
     pub salvage: bool,
 }
 
+/// Where an export's rows go: the encoding. The row source calls [`RowSink::begin`]
+/// once, then [`RowSink::row`] for each exported event in log order.
+pub(crate) trait RowSink {
+    /// Before the first row: the names of the values the rows may carry (every value
+    /// name an event of a selected kind carries in the log read).
+    fn begin(&mut self, value_names: &BTreeSet<String>) -> Result<()> {
+        let _ = value_names;
+        Ok(())
+    }
+
+    /// One exported event, its export weight and its record's content hash.
+    fn row(&mut self, row: &Row<'_>, weight: f64, hash: [u8; 32]) -> Result<()>;
+}
+
 /// Exports the events `query` selects (whatever its record types) from the log in
-/// `dir` to `out` as JSONL, one event a line as [`to_json`] renders it, with `weight`
-/// its export weight (ARCHITECTURE.md "Export weights"), and writes the manifest beside
-/// it as `FILE.manifest.json`.
+/// `dir` to `out` as JSONL, one event a line as [`to_json`](crate::to_json) renders
+/// it, with `weight` its export weight (ARCHITECTURE.md "Export weights"), and writes
+/// the manifest beside it as `FILE.manifest.json`.
 ///
 /// The log's digest is taken first and the export reads no record past it, so the
 /// manifest's digest covers every row, also while a writer appends. `out` may not lie
@@ -58,19 +86,12 @@ pub fn export_jsonl(
     options: &ExportOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
-    let manifest_out = manifest_path(out);
     let mut data = AtomicFile::create(out)?;
-    let mut manifest_file = AtomicFile::create(&manifest_out)?;
-    let mut manifest = export_rows(dir.as_ref(), query, options, data.writer(), progress)?;
+    let mut sink = jsonl::JsonlSink::new(data.writer());
+    let mut manifest = export_rows(dir.as_ref(), query, options, &mut sink, progress)?;
+    (manifest.bytes, manifest.blake3) = sink.finish();
     manifest.file = data.path().to_owned();
-    manifest.manifest_file = manifest_file.path().to_owned();
-    let mut text = serde_json::to_vec_pretty(&manifest.to_json())
-        .map_err(|e| io("write manifest", &manifest.manifest_file, e.into()))?;
-    text.push(b'\n');
-    manifest_file
-        .writer()
-        .write_all(&text)
-        .map_err(|e| io("write manifest", &manifest.manifest_file, e))?;
+    let manifest_file = write_manifest(&mut manifest, out)?;
     // The data first: between the two renames, the new data sits beside the old
     // manifest, which no longer checks: a mismatch is seen, never a silent one.
     data.commit()?;
@@ -91,11 +112,27 @@ pub fn export_jsonl_to(
     out: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
-    let mut w = BufWriter::new(out);
-    let manifest = export_rows(dir.as_ref(), query, options, &mut w, progress)?;
-    w.flush()
-        .map_err(|e| io("write export to", Path::new("-"), e))?;
+    let mut w = std::io::BufWriter::new(out);
+    let mut sink = jsonl::JsonlSink::new(&mut w);
+    let mut manifest = export_rows(dir.as_ref(), query, options, &mut sink, progress)?;
+    let stdout = Path::new("-");
+    (manifest.bytes, manifest.blake3) = sink.finish();
+    w.flush().map_err(|e| io("write export to", stdout, e))?;
     Ok(manifest)
+}
+
+/// Creates the manifest file of the output `out` (`OUT.manifest.json`, under its
+/// temporary name) and writes `manifest` into it, its `manifest_file` set.
+pub(crate) fn write_manifest(manifest: &mut ExportManifest, out: &Path) -> Result<AtomicFile> {
+    let mut file = AtomicFile::create(&manifest_path(out))?;
+    manifest.manifest_file = file.path().to_owned();
+    let mut text = serde_json::to_vec_pretty(&manifest.to_json())
+        .map_err(|e| io("write manifest", &manifest.manifest_file, e.into()))?;
+    text.push(b'\n');
+    file.writer()
+        .write_all(&text)
+        .map_err(|e| io("write manifest", &manifest.manifest_file, e))?;
+    Ok(file)
 }
 
 /// Checks an export as [`check_export`](crate::check_export) does, then derives it
@@ -151,8 +188,15 @@ pub fn check_export_against_log(
     for g in q["kinds"].as_array().into_iter().flatten() {
         query = query.kind(g.as_str().ok_or_else(|| bad("a kind glob is not text"))?)?;
     }
-    let mut sink = std::io::sink();
-    let again = export_upto(dir, &query, &options, &mut sink, &mut |_| {}, digest)?;
+    let again = if m["format"] == "parquet" {
+        self::parquet::derive_again(dir, &query, &options, &m, &manifest_file, digest)?
+    } else {
+        let mut out = std::io::sink();
+        let mut sink = jsonl::JsonlSink::new(&mut out);
+        let mut again = export_upto(dir, &query, &options, &mut sink, &mut |_| {}, digest)?;
+        (again.bytes, again.blake3) = sink.finish();
+        again
+    };
     if again.blake3 != report.blake3 || again.rows != report.rows {
         return Err(Error::ExportChanged {
             file: report.file.clone(),
@@ -169,11 +213,13 @@ pub fn check_export_against_log(
     Ok(report)
 }
 
-fn export_rows(
+/// The export of `query` from the log in `dir` into `sink`, up to the log's digest when
+/// the export starts (a salvage: everything intact).
+pub(crate) fn export_rows(
     dir: &Path,
     query: &Query,
     options: &ExportOptions,
-    w: &mut dyn Write,
+    sink: &mut dyn RowSink,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
     if !options.salvage {
@@ -192,20 +238,22 @@ fn export_rows(
     } else {
         reader.digest()?
     };
-    export_upto(dir, query, options, w, progress, digest)
+    export_upto(dir, query, options, sink, progress, digest)
 }
 
 /// The export of `query` from the records up to `digest`.
-fn export_upto(
+pub(crate) fn export_upto(
     dir: &Path,
     query: &Query,
     options: &ExportOptions,
-    w: &mut dyn Write,
+    sink: &mut dyn RowSink,
     progress: &mut dyn FnMut(u64),
     digest: Option<blackbox::Digest>,
 ) -> Result<ExportManifest> {
-    let mut w = Hashing::new(w);
     let mut manifest = ExportManifest {
+        format: crate::manifest::ExportFormat::Jsonl,
+        partition_by_kind: false,
+        files: Vec::new(),
         file: PathBuf::new(),
         manifest_file: PathBuf::new(),
         log_dir: dir.to_owned(),
@@ -236,7 +284,6 @@ fn export_upto(
         chain_verified: true,
         created_ns: now_ns(),
     };
-    let target = Path::new("export file");
     // What the rows come from: a range read up to the digest, or a salvage around
     // damage (whose losses the manifest lists).
     let (weights, mut source) = if options.salvage {
@@ -261,6 +308,7 @@ fn export_upto(
     } else {
         (Weights::default(), Rows::None)
     };
+    sink.begin(&weights.value_names(query, options.include_unweighted))?;
     loop {
         // A range read's rows are decoded in place; a salvage's are owned.
         let owned;
@@ -307,12 +355,8 @@ fn export_upto(
                 continue;
             }
         };
-        let (mut row, hash) = r.json_and_hash();
-        if let Value::Object(o) = &mut row {
-            o.insert("weight".into(), weight.into());
-        }
-        serde_json::to_writer(&mut w, &row).map_err(|e| io("write", target, e.into()))?;
-        w.write_all(b"\n").map_err(|e| io("write", target, e))?;
+        let hash = r.hash();
+        sink.row(&r, weight, hash)?;
         manifest.rows += 1;
         if manifest.first_seq.is_none() {
             manifest.first_seq = Some(seq);
@@ -347,8 +391,6 @@ fn export_upto(
     manifest.unreconciled = weights.unreconciled().to_vec();
     manifest.last_accounting_seq = weights.last_accounting_seq();
     manifest.unrepresented = weights.unrepresented();
-    manifest.bytes = w.bytes;
-    manifest.blake3 = *w.hasher.finalize().as_bytes();
     Ok(manifest)
 }
 
@@ -370,46 +412,6 @@ impl Rows {
     }
 }
 
-/// One record an export reads: decoded in place by a range read, owned from a salvage.
-enum Row<'a> {
-    View(RecordRef<'a>),
-    Owned(&'a Record),
-}
-
-impl Row<'_> {
-    fn seq(&self) -> u64 {
-        match self {
-            Row::View(r) => r.seq,
-            Row::Owned(r) => r.seq,
-        }
-    }
-
-    /// An event's kind, tier and recorded weight; `None` for another record.
-    fn event(&self) -> Option<(&str, WrittenTier, f64)> {
-        match self {
-            Row::View(r) => match &r.body {
-                BodyRef::Event(e) => Some((e.kind, e.tier, e.weight)),
-                _ => None,
-            },
-            Row::Owned(r) => match &r.body {
-                Body::Event(e) => Some((e.kind.as_str(), e.tier, e.weight)),
-                _ => None,
-            },
-        }
-    }
-
-    /// The row as [`to_json`] renders it, and the record's content hash.
-    fn json_and_hash(&self) -> (Value, [u8; 32]) {
-        match self {
-            Row::View(r) => {
-                let hash = r.hash();
-                (r.to_json_with_hash(hash), hash)
-            }
-            Row::Owned(r) => (to_json(r), r.hash),
-        }
-    }
-}
-
 /// Why an unweighted kind's rows are left out.
 fn unweighted_reason(c: Option<&blackbox::Counters>) -> String {
     let Some(c) = c else {
@@ -427,36 +429,6 @@ fn unweighted_reason(c: Option<&blackbox::Counters>) -> String {
         c.seen,
         what.join(" and ")
     )
-}
-
-/// A writer that counts and hashes what passes through it.
-struct Hashing<'a> {
-    inner: &'a mut dyn Write,
-    hasher: blake3::Hasher,
-    bytes: u64,
-}
-
-impl<'a> Hashing<'a> {
-    fn new(inner: &'a mut dyn Write) -> Hashing<'a> {
-        Hashing {
-            inner,
-            hasher: blake3::Hasher::new(),
-            bytes: 0,
-        }
-    }
-}
-
-impl Write for Hashing<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.bytes += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {
