@@ -841,12 +841,6 @@ impl Log {
         self.opts.record_bytes_max
     }
 
-    /// The size at which this log starts a new segment, in bytes
-    /// ([`LogOptions::effective_segment_bytes_max`]).
-    pub fn segment_bytes_max(&self) -> u64 {
-        self.opts.effective_segment_bytes_max()
-    }
-
     /// Seq of the first record of the active segment (the next seq if it is empty).
     pub fn active_segment_first_seq(&self) -> Seq {
         Seq(self.active.first_seq)

@@ -113,6 +113,18 @@ pub enum Error {
         /// The last seq pruned.
         pruned_up_to_seq: u64,
     },
+    /// A file read as MCAP is not one, or is damaged: truncated, a CRC that does not
+    /// match, a record that does not parse.
+    Mcap {
+        /// The file.
+        path: PathBuf,
+        /// The byte offset in the file up to which it was read when the fault was found.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The recorder failed (an import recording into a log).
+    Recorder(blackbox::Error),
     /// An operating-system call failed outside the log (an export file, a key file).
     Io {
         /// What was being done, e.g. `"write export file"`.
@@ -198,6 +210,16 @@ impl fmt::Display for Error {
                 crate::format_time(*earliest_ns),
                 crate::format_time(*at_ns)
             ),
+            Error::Mcap {
+                path,
+                offset,
+                reason,
+            } => write!(
+                f,
+                "{} is not a readable MCAP file (at byte {offset}): {reason}",
+                path.display()
+            ),
+            Error::Recorder(e) => e.fmt(f),
             Error::Io { op, path, source } => {
                 write!(f, "cannot {op} {}: {source}", path.display())
             }
@@ -210,6 +232,7 @@ impl std::error::Error for Error {
         match self {
             Error::Log(e) => Some(e),
             Error::Kb(e) => Some(e),
+            Error::Recorder(e) => Some(e),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }

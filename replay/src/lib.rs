@@ -18,8 +18,8 @@
 //! - [`Decoder`]: turns one [`LogRecord`](blackbox_log::LogRecord) into a [`Record`],
 //!   for hosts that read the log themselves.
 //! - [`to_json`]: a record as the JSON object `blackbox replay --json` prints.
-//! - [`stats()`], [`export_jsonl`], [`export_parquet`]: the log's totals, and the
-//!   JSONL and Parquet exports with their manifest; [`Weights`]: the export weights, computed from the log;
+//! - [`stats()`], [`export_jsonl`], [`export_parquet`], [`export_mcap`]: the log's
+//!   totals, and the JSONL, Parquet and MCAP exports with their manifest; [`Weights`]: the export weights, computed from the log;
 //!   [`check_export`]: whether an exported file is still what its manifest says.
 //! - [`state_at`]: time travel: the working memory, the knowledge base and the
 //!   accounting totals at any point in time; [`kb_view`]: the
@@ -28,6 +28,8 @@
 //!   command parses it, and [`record_apply::apply_line`]: the line applied to a running
 //!   recorder as the command applies it; [`json_input::parse_strict`]: JSON refusing a
 //!   key given twice.
+//! - [`import_mcap::import_mcap`]: an MCAP recording recorded into a log through a
+//!   policy, each message at its log time.
 //! - [`verify_json`], [`history_entry`], [`rejection_json`]: reports as the command's
 //!   `--json` prints them.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
@@ -64,10 +66,12 @@
 mod decode;
 mod error;
 mod export;
+pub mod import_mcap;
 mod inputs;
 mod json;
 pub mod json_input;
 mod manifest;
+mod mcap_read;
 mod output;
 mod private_temp;
 mod query;
@@ -89,8 +93,8 @@ pub use decode::{
 };
 pub use error::{Error, Result};
 pub use export::{
-    ExportOptions, ParquetOptions, check_export_against_log, export_jsonl, export_jsonl_to,
-    export_parquet,
+    ExportOptions, McapCompression, ParquetOptions, check_export_against_log, export_jsonl,
+    export_jsonl_to, export_mcap, export_mcap_to, export_parquet,
 };
 pub use inputs::{open_log_dir, read_key_file};
 pub use json::{hex, to_json};

@@ -25,6 +25,8 @@ pub enum ExportFormat {
     Jsonl,
     /// Parquet ([`export_parquet`](crate::export_parquet)).
     Parquet,
+    /// MCAP ([`export_mcap`](crate::export_mcap)), its chunks compressed so.
+    Mcap(crate::McapCompression),
 }
 
 impl ExportFormat {
@@ -33,6 +35,7 @@ impl ExportFormat {
         match self {
             ExportFormat::Jsonl => "jsonl",
             ExportFormat::Parquet => "parquet",
+            ExportFormat::Mcap(_) => "mcap",
         }
     }
 }
@@ -84,12 +87,15 @@ pub struct ExportManifest {
     pub kinds: Vec<String>,
     /// Whether the events of summarized and dropped kinds were exported too.
     pub include_unweighted: bool,
+    /// Records written besides events (an MCAP export's summaries, incidents,
+    /// knowledge-base commits and accounting records; none in the other encodings).
+    pub records: u64,
     /// Event rows written.
     pub rows: u64,
     /// Bytes of the events written (a partition directory: of all its files).
     pub bytes: u64,
     /// blake3 of the bytes of the events written (a partition directory: of its
-    /// listing, FORMAT.md "Parquet export").
+    /// listing, GUIDE.md "Parquet").
     pub blake3: [u8; 32],
     /// Seq of the first row.
     pub first_seq: Option<u64>,
@@ -267,6 +273,13 @@ impl ExportManifest {
                 "kinds": accounting,
             },
         });
+        if let ExportFormat::Mcap(c) = self.format {
+            m["file"]["messages"] = (self.rows + self.records).into();
+            m["file"]["compression"] = c.name().into();
+            let mut types = vec!["event"];
+            types.extend(crate::export::mcap::EXTRA_TYPES.iter().map(|t| t.name()));
+            m["query"]["types"] = types.into();
+        }
         if self.format == ExportFormat::Parquet {
             m["parquet"] = json!({
                 "partition": if self.partition_by_kind { Value::from("kind") } else { Value::Null },
@@ -377,10 +390,10 @@ fn read_manifest(path: &Path) -> Result<Value> {
         ))
     })?;
     if v["manifest_version"].as_u64() != Some(MANIFEST_VERSION)
-        || !(v["format"] == "jsonl" || v["format"] == "parquet")
+        || !(v["format"] == "jsonl" || v["format"] == "parquet" || v["format"] == "mcap")
     {
         return Err(bad(format!(
-            "it is not a version {MANIFEST_VERSION} manifest of a JSONL or Parquet export"
+            "it is not a version {MANIFEST_VERSION} manifest of a JSONL, Parquet or MCAP export"
         )));
     }
     Ok(v)
@@ -481,7 +494,19 @@ pub fn check_export(path: &Path) -> Result<CheckReport> {
     if m["format"] == "parquet" {
         return crate::export::check_parquet(file, manifest_file, &m);
     }
-    let found = summarize_file(&file)?;
+    let found = if m["format"] == "mcap" {
+        match crate::export::mcap::summarize_mcap(&file) {
+            Err(Error::Mcap { offset, reason, .. }) => {
+                return Err(Error::ExportChanged {
+                    file,
+                    what: format!("it no longer reads as MCAP (at byte {offset}): {reason}"),
+                });
+            }
+            other => other?,
+        }
+    } else {
+        summarize_file(&file)?
+    };
     let changed = |what: String| Error::ExportChanged {
         file: file.clone(),
         what,

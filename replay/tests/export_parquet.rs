@@ -327,11 +327,77 @@ fn duckdb_reads_the_demo_partitioned_by_kind_as_one_table() {
         );
     }
 
+    // The manifest's blake3 of the directory is that of its listing, as b3sum prints
+    // it, in path order (GUIDE.md).
+    let mut listing: Vec<String> = want
+        .keys()
+        .map(|kind| {
+            let rel = format!("kind={kind}/part-0.parquet");
+            let hash = blake3::hash(&std::fs::read(out.join(&rel)).unwrap());
+            format!("{}  {rel}\n", hash.to_hex())
+        })
+        .collect();
+    listing.sort_by(|a, b| a[66..].cmp(&b[66..]));
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(tmp.path().join("by_kind.manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        manifest["file"]["blake3"],
+        blake3::hash(listing.concat().as_bytes()).to_hex().as_str()
+    );
+
     ok(&blackbox(&["export", "--check", s(&out)]));
     ok(&blackbox(&["export", "--check", s(&out), "--dir", s(&dir)]));
     std::fs::write(out.join("kind=action.grasp/part-1.parquet"), b"PAR1").unwrap();
     let err = fails(&blackbox(&["export", "--check", s(&out)]));
     assert!(err.contains("does not list"), "{err}");
+}
+
+/// Guards a partitioned export longer than a batch (issue 14): with batches handed to
+/// the encoder and the partitions' memory bounded along the way, every kind's file
+/// holds exactly its events, in seq order, as pyarrow reads them.
+#[test]
+fn a_partitioned_export_of_many_batches_holds_every_event_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let kinds = ["a.x", "b.y", "c-z_w.v"];
+    let per_kind = 4000u64;
+    let mut input = String::new();
+    for i in 0..per_kind {
+        for k in kinds {
+            input.push_str(&format!(
+                "{{\"kind\":\"{k}\",\"payload\":{{\"i\":{i}}},\"values\":{{\"i\":{i}}}}}\n"
+            ));
+        }
+    }
+    ok(&common::record(&dir, &input, &[]));
+    let out = tmp.path().join("parts");
+    ok(&blackbox(&[
+        "export",
+        "--dir",
+        s(&dir),
+        "--format",
+        "parquet",
+        "--partition",
+        "kind",
+        "--out",
+        s(&out),
+    ]));
+    for kind in kinds {
+        let file = out.join(format!("kind={kind}/part-0.parquet"));
+        let got = read(&file, None);
+        let events = got["events"].as_array().unwrap();
+        let i: Vec<f64> = events
+            .iter()
+            .map(|e| e["values"]["i"].as_f64().unwrap())
+            .collect();
+        let want: Vec<f64> = (0..per_kind).map(|n| n as f64).collect();
+        assert_eq!(i, want, "{kind}");
+        let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{kind}: seq order");
+    }
+    ok(&blackbox(&["export", "--check", s(&out), "--dir", s(&dir)]));
 }
 
 /// Guards `export --check` on a Parquet file (issue 14): it matches its manifest and
@@ -373,6 +439,31 @@ fn a_parquet_export_checks_against_its_manifest_and_its_log() {
 
     ok(&blackbox(&["export", "--check", s(&out)]));
     ok(&blackbox(&["export", "--check", s(&out), "--dir", s(&dir)]));
+
+    // A file edited together with its manifest passes the plain check; deriving it
+    // again from the log catches it.
+    let original = std::fs::read(&out).unwrap();
+    let mut edited = original.clone();
+    // The first data page starts right after the 4-byte magic.
+    edited[8] ^= 1;
+    std::fs::write(&out, &edited).unwrap();
+    let edited_hash = blake3::hash(&edited).to_hex().to_string();
+    let mut forged = manifest.clone();
+    forged["file"]["blake3"] = json!(edited_hash);
+    forged["files"][0]["blake3"] = json!(edited_hash);
+    let manifest_path = tmp.path().join("e.parquet.manifest.json");
+    std::fs::write(&manifest_path, serde_json::to_vec_pretty(&forged).unwrap()).unwrap();
+    ok(&blackbox(&["export", "--check", s(&out)]));
+    let err = fails(&blackbox(&["export", "--check", s(&out), "--dir", s(&dir)]));
+    assert!(err.contains("again gives"), "{err}");
+    std::fs::write(&out, &original).unwrap();
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    ok(&blackbox(&["export", "--check", s(&out)]));
+
     let mut bytes = std::fs::read(&sums).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 1;

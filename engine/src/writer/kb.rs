@@ -8,33 +8,16 @@ use crate::codec;
 
 /// Commits carried after the snapshot past which a fresh snapshot is asked for.
 pub(crate) const CARRIED_COMMITS_MAX: usize = 256;
-/// Bytes of carried commits past which a fresh snapshot is asked for, at most: with
-/// small segments, an eighth of a segment ([`KbCarry::fit`]), so that a segment's
-/// preamble does not outgrow the segment.
+/// Bytes of carried commits past which a fresh snapshot is asked for.
 pub(crate) const CARRIED_BYTES_MAX: usize = 1 << 20;
-/// The least of that bound, however small the segments.
-const CARRIED_BYTES_MIN: usize = 4 << 10;
 
 /// The last snapshot record's payload and the carried commits after it (each a
 /// `blackbox_kb::Commit` as JSON: the commit record's payload with its seq and time).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct KbCarry {
     snapshot: Option<Vec<u8>>,
     commits: Vec<Vec<u8>>,
     bytes: usize,
-    /// Bytes of carried commits past which a fresh snapshot is asked for.
-    bytes_max: usize,
-}
-
-impl Default for KbCarry {
-    fn default() -> KbCarry {
-        KbCarry {
-            snapshot: None,
-            commits: Vec::new(),
-            bytes: 0,
-            bytes_max: CARRIED_BYTES_MAX,
-        }
-    }
 }
 
 impl KbCarry {
@@ -54,7 +37,7 @@ impl KbCarry {
     pub(crate) fn snapshot_due(&self) -> bool {
         self.snapshot.is_none()
             || self.commits.len() >= CARRIED_COMMITS_MAX
-            || self.bytes >= self.bytes_max
+            || self.bytes >= CARRIED_BYTES_MAX
     }
 
     /// A snapshot was written: it replaces what was carried.
@@ -78,7 +61,7 @@ impl KbCarry {
         }
         match carried_commit(seq, time_ns, payload) {
             Some(c) if c.len() <= record_bytes_max => self.push_carried(c),
-            _ => self.clear(),
+            _ => *self = KbCarry::default(),
         }
     }
 
@@ -91,29 +74,17 @@ impl KbCarry {
         self.commits.push(carried);
     }
 
-    /// Fits the carry to the log: its carried commits are bounded by an eighth of a
-    /// segment of `segment_bytes_max` (within [`CARRIED_BYTES_MIN`] and
-    /// [`CARRIED_BYTES_MAX`]), and it is dropped when a record of it passes
-    /// `record_bytes_max` (the preamble refuses such a record): nothing is carried until
-    /// the next snapshot.
-    pub(crate) fn fit(&mut self, record_bytes_max: usize, segment_bytes_max: u64) {
-        let eighth = usize::try_from(segment_bytes_max / 8).unwrap_or(usize::MAX);
-        self.bytes_max = eighth.clamp(CARRIED_BYTES_MIN, CARRIED_BYTES_MAX);
+    /// Drops the carry when a record of it passes `record_bytes_max` (the preamble
+    /// refuses such a record): nothing is carried until the next snapshot.
+    pub(crate) fn fit(&mut self, record_bytes_max: usize) {
         let too_large = self
             .snapshot
             .iter()
             .chain(&self.commits)
             .any(|r| r.len() > record_bytes_max);
         if too_large {
-            self.clear();
+            *self = KbCarry::default();
         }
-    }
-
-    /// Carries nothing until the next snapshot; the bound stays.
-    fn clear(&mut self) {
-        self.snapshot = None;
-        self.commits.clear();
-        self.bytes = 0;
     }
 
     pub(crate) fn has_snapshot(&self) -> bool {

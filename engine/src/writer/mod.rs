@@ -198,9 +198,7 @@ impl Writer {
         let reset_working = !config.restore_working_memory && restored.any_record;
         let now = shared.clock.now_ns();
         let mut restored = restored;
-        restored
-            .kb_carry
-            .fit(log.record_bytes_max(), log.segment_bytes_max());
+        restored.kb_carry.fit(log.record_bytes_max());
         if restored.kb_carry.snapshot_due() {
             shared.kb_snapshot_due.store(true, Ordering::Release);
         }

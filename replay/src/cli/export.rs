@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use blackbox::LogReader;
-use blackbox_replay::{ExportManifest, ExportOptions, ParquetOptions, hex};
+use blackbox_replay::{ExportManifest, ExportOptions, McapCompression, ParquetOptions, hex};
 use serde_json::json;
 
 use super::range::{RangeArgs, explain_empty};
@@ -18,6 +18,20 @@ pub enum Format {
     Jsonl,
     /// Parquet: typed columns, one row per event (zstd pages).
     Parquet,
+    /// MCAP, for Foxglove: a channel per kind, and summaries, incidents, knowledge-base
+    /// commits and accounting on channels of their own.
+    Mcap,
+}
+
+/// How an MCAP export compresses its chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compression {
+    /// zstd.
+    Zstd,
+    /// lz4: faster, larger.
+    Lz4,
+    /// None.
+    None,
 }
 
 /// How a Parquet export is split into files.
@@ -28,8 +42,8 @@ pub enum Partition {
 }
 
 /// Export events as JSON lines (seq, ts, kind, source, payload, values, weight, tier,
-/// hash) or as Parquet (the same in typed columns), and OUT.manifest.json beside the
-/// output; or check an export against its manifest.
+/// hash), as Parquet (the same in typed columns) or as MCAP (for Foxglove), and
+/// OUT.manifest.json beside the output; or check an export against its manifest.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The log directory (with --check: also derive the file again from this log).
@@ -38,6 +52,9 @@ pub struct Args {
     /// The file format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: Format,
+    /// MCAP: how its chunks are compressed.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: Compression,
     /// Parquet: write a directory of one file per kind (OUT/kind=KIND/part-0.parquet),
     /// which DuckDB, Spark and Polars read as one dataset; OUT must be absent or empty.
     #[arg(long, value_enum, value_name = "BY", conflicts_with = "check")]
@@ -61,7 +78,8 @@ pub struct Args {
     #[arg(long)]
     salvage: bool,
     /// The data file to write (replaced if it exists, never inside a log directory), or
-    /// `-` for stdout (then no manifest file is written).
+    /// `-` for stdout (JSONL; then no manifest file is written); with --partition, the
+    /// directory to write (absent or empty).
     #[arg(
         long,
         value_name = "FILE",
@@ -138,10 +156,28 @@ pub fn run(args: Args) -> Result<(), CliError> {
     );
     // Cheap: the bar redraws at most a few times a second.
     let mut progress = |seq: u64| bar.set_position(seq);
-    let result = if to_stdout {
+    let compression = match args.compression {
+        Compression::Zstd => McapCompression::Zstd,
+        Compression::Lz4 => McapCompression::Lz4,
+        Compression::None => McapCompression::None,
+    };
+    let result = if to_stdout && args.format == Format::Mcap {
+        let stdout = io::stdout();
+        let mut lock = stdout.lock();
+        blackbox_replay::export_mcap_to(
+            dir,
+            &query,
+            &options,
+            compression,
+            &mut lock,
+            &mut progress,
+        )
+    } else if to_stdout {
         let stdout = io::stdout();
         let mut lock = stdout.lock();
         blackbox_replay::export_jsonl_to(dir, &query, &options, &mut lock, &mut progress)
+    } else if args.format == Format::Mcap {
+        blackbox_replay::export_mcap(dir, &query, out_path, &options, compression, &mut progress)
     } else if args.format == Format::Parquet {
         let parquet = ParquetOptions {
             partition_by_kind: args.partition == Some(Partition::Kind),
@@ -240,6 +276,19 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
         "exported {} events{range} to {to}; log digest {digest}",
         m.rows
     );
+    if m.records > 0 {
+        s.push_str(&format!(
+            "; and {} summaries, incidents, knowledge-base commits and accounting records",
+            m.records
+        ));
+    }
+    for f in m.files.iter().filter(|f| f.role == "summaries") {
+        s.push_str(&format!(
+            "; {} summary records to {}",
+            f.rows,
+            f.path.display()
+        ));
+    }
     if !m.excluded.is_empty() {
         let left: Vec<String> = m
             .excluded

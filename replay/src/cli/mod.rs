@@ -19,6 +19,7 @@ mod damage;
 mod demo;
 mod digest;
 mod export;
+mod import;
 mod kb;
 mod range;
 mod record;
@@ -57,8 +58,10 @@ enum Command {
     State(state::Args),
     /// Read and revise the knowledge base: versioned facts with provenance.
     Kb(kb::Args),
-    /// Export events as JSON lines, with a manifest beside the file.
+    /// Export events as JSON lines, Parquet or MCAP, with a manifest beside the output.
     Export(export::Args),
+    /// Import an MCAP recording into a log through a retention policy.
+    Import(import::Args),
     /// Record a simulated robot run with an incident into a new log, then review it.
     Demo(demo::Args),
     /// Release an incident: a recorder under a disk budget stops keeping its window.
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::State(args) => state::run(args),
         Command::Kb(args) => kb::run(args),
         Command::Export(args) => export::run(args),
+        Command::Import(args) => import::run(args),
         Command::Demo(args) => demo::run(args),
     };
     match result {

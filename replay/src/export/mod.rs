@@ -8,6 +8,7 @@
 
 mod hashing;
 mod jsonl;
+pub(crate) mod mcap;
 mod parquet;
 mod parquet_check;
 mod partition;
@@ -31,6 +32,7 @@ use crate::replay::Replay;
 use crate::salvage::Salvaged;
 use crate::weights::Weights;
 
+pub use self::mcap::McapCompression;
 pub use self::parquet::{ParquetOptions, export_parquet};
 pub(crate) use self::parquet_check::check_parquet;
 pub(crate) use hashing::Hashing;
@@ -61,6 +63,26 @@ pub(crate) trait RowSink {
 
     /// One exported event, its export weight and its record's content hash.
     fn row(&mut self, row: &Row<'_>, weight: f64, hash: [u8; 32]) -> Result<()>;
+
+    /// The record types besides events the encoding carries (MCAP's summaries,
+    /// incidents, knowledge-base commits and accounting), handed to
+    /// [`RowSink::record`] in log order among the events.
+    fn extra_types(&self) -> &'static [RecordType] {
+        &[]
+    }
+
+    /// One record of a type [`RowSink::extra_types`] lists.
+    fn record(&mut self, row: &Row<'_>) -> Result<()> {
+        let _ = row;
+        Ok(())
+    }
+
+    /// Before the first row: the manifest so far (the query, the log's digest), for an
+    /// encoding that records them in the file.
+    fn describe(&mut self, manifest: &ExportManifest) -> Result<()> {
+        let _ = manifest;
+        Ok(())
+    }
 }
 
 /// Exports the events `query` selects (whatever its record types) from the log in
@@ -118,6 +140,60 @@ pub fn export_jsonl_to(
     let stdout = Path::new("-");
     (manifest.bytes, manifest.blake3) = sink.finish();
     w.flush().map_err(|e| io("write export to", stdout, e))?;
+    Ok(manifest)
+}
+
+/// Exports as [`export_jsonl`] does, as MCAP (GUIDE.md, "Opening an export in
+/// Foxglove", gives the layout): besides the
+/// events, the summaries, incidents, knowledge-base commits and accounting records the
+/// query selects, on channels of their own; chunks compressed with `compression`.
+///
+/// # Errors
+///
+/// As [`export_jsonl`].
+pub fn export_mcap(
+    dir: impl AsRef<Path>,
+    query: &Query,
+    out: &Path,
+    options: &ExportOptions,
+    compression: McapCompression,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportManifest> {
+    let mut data = AtomicFile::create(out)?;
+    let mut sink = mcap::McapSink::new(Hashing::new(data.writer()), compression)?;
+    let mut manifest = export_rows(dir.as_ref(), query, options, &mut sink, progress)?;
+    (manifest.bytes, manifest.blake3) = sink.finish()?;
+    drop(sink);
+    manifest.format = crate::manifest::ExportFormat::Mcap(compression);
+    manifest.file = data.path().to_owned();
+    let manifest_file = write_manifest(&mut manifest, out)?;
+    data.commit()?;
+    manifest_file.commit()?;
+    Ok(manifest)
+}
+
+/// Exports as [`export_mcap`] does, into `out` (stdout, a pipe: the MCAP writer never
+/// seeks), without a manifest file.
+///
+/// # Errors
+///
+/// As [`export_mcap`], and the errors of `out`.
+pub fn export_mcap_to(
+    dir: impl AsRef<Path>,
+    query: &Query,
+    options: &ExportOptions,
+    compression: McapCompression,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ExportManifest> {
+    let mut w = std::io::BufWriter::new(out);
+    let mut sink = mcap::McapSink::new(Hashing::new(&mut w), compression)?;
+    let mut manifest = export_rows(dir.as_ref(), query, options, &mut sink, progress)?;
+    (manifest.bytes, manifest.blake3) = sink.finish()?;
+    drop(sink);
+    manifest.format = crate::manifest::ExportFormat::Mcap(compression);
+    w.flush()
+        .map_err(|e| io("write export to", Path::new("-"), e))?;
     Ok(manifest)
 }
 
@@ -190,6 +266,15 @@ pub fn check_export_against_log(
     }
     let again = if m["format"] == "parquet" {
         self::parquet::derive_again(dir, &query, &options, &m, &manifest_file, digest)?
+    } else if m["format"] == "mcap" {
+        let name = m["file"]["compression"].as_str().unwrap_or("");
+        let compression = McapCompression::parse(name)
+            .ok_or_else(|| bad("its MCAP compression is not zstd, lz4 or none"))?;
+        let mut out = std::io::sink();
+        let mut sink = mcap::McapSink::new(Hashing::new(&mut out), compression)?;
+        let mut again = export_upto(dir, &query, &options, &mut sink, &mut |_| {}, digest)?;
+        (again.bytes, again.blake3) = sink.finish()?;
+        again
     } else {
         let mut out = std::io::sink();
         let mut sink = jsonl::JsonlSink::new(&mut out);
@@ -264,6 +349,7 @@ pub(crate) fn export_upto(
         kinds: query.kind_globs().to_vec(),
         include_unweighted: options.include_unweighted,
         rows: 0,
+        records: 0,
         bytes: 0,
         blake3: [0; 32],
         first_seq: None,
@@ -284,11 +370,15 @@ pub(crate) fn export_upto(
         chain_verified: true,
         created_ns: now_ns(),
     };
+    sink.describe(&manifest)?;
+    let types: Vec<RecordType> = std::iter::once(RecordType::Event)
+        .chain(sink.extra_types().iter().copied())
+        .collect();
     // What the rows come from: a range read up to the digest, or a salvage around
     // damage (whose losses the manifest lists).
     let (weights, mut source) = if options.salvage {
         let weights = Weights::compute_salvaged(dir, query.chain_key().cloned(), query)?;
-        let q = query.clone().types([RecordType::Event]);
+        let q = query.clone().types(types.iter().copied());
         let s = crate::salvage::salvage(dir, &q)?;
         manifest.chain_verified = s.chain_verified();
         (weights, Rows::Salvage(Box::new(s)))
@@ -299,7 +389,7 @@ pub(crate) fn export_upto(
             .map_or(digest.seq, |s| s.min(digest.seq));
         let q = query
             .clone()
-            .types([RecordType::Event])
+            .types(types.iter().copied())
             .to_seq(bound)
             .order(Order::Log);
         let replay = Replay::open(dir, &q)?;
@@ -337,6 +427,8 @@ pub(crate) fn export_upto(
         let seq = r.seq();
         progress(seq);
         let Some((kind, tier, recorded_weight)) = r.event() else {
+            sink.record(&r)?;
+            manifest.records += 1;
             continue;
         };
         let weight = match weights.weight(seq, kind, tier, recorded_weight) {
@@ -431,7 +523,7 @@ fn unweighted_reason(c: Option<&blackbox::Counters>) -> String {
     )
 }
 
-fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {
+pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {
     Error::Io {
         op,
         path: path.to_owned(),
@@ -439,7 +531,7 @@ fn io(op: &'static str, path: &Path, source: std::io::Error) -> Error {
     }
 }
 
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))

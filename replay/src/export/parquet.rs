@@ -1,5 +1,4 @@
-//! The Parquet encoding: one row per event in typed columns (FORMAT.md "Parquet
-//! export"), in one file or a hive-style directory with one file per kind, and the
+//! The Parquet encoding: one row per event in typed columns (GUIDE.md "Parquet"), in one file or a hive-style directory with one file per kind, and the
 //! summary records in a file of their own.
 //!
 //! The value columns are known before the first row: the weights pass, which reads the
@@ -59,7 +58,7 @@ const ZSTD_LEVEL: i32 = 3;
 pub(crate) const UTC: &str = "UTC";
 
 /// Exports the events `query` selects from the log in `dir` to `out` as Parquet (one
-/// row per event; FORMAT.md "Parquet export"), with their export weights, as
+/// row per event; GUIDE.md "Parquet"), with their export weights, as
 /// [`export_jsonl`](crate::export_jsonl) does for JSONL: the same rows, read up to the
 /// log's digest, and a manifest beside the output (`OUT.manifest.json`) that lists
 /// every file written with its rows and blake3.
@@ -298,6 +297,8 @@ struct EventsSink {
     value_index: HashMap<String, usize>,
     /// A value slot per column, reused for each row.
     slots: Vec<Option<f64>>,
+    /// Rows since a partition directory's memory was last checked.
+    rows_since_check: usize,
 }
 
 impl EventsSink {
@@ -307,6 +308,7 @@ impl EventsSink {
             value_names: Vec::new(),
             value_index: HashMap::new(),
             slots: Vec::new(),
+            rows_since_check: 0,
         }
     }
 
@@ -405,9 +407,41 @@ impl RowSink for EventsSink {
         }
         writer.push(row, kind, tier.name(), weight, &hash, &self.slots)?;
         writer.rows += 1;
-        writer.kind = Some(kind.to_owned());
+        if writer.kind.is_none() {
+            writer.kind = Some(kind.to_owned());
+        }
+        if let Target::Directory(_, writers) = &mut self.target {
+            self.rows_since_check += 1;
+            if self.rows_since_check >= BATCH_ROWS {
+                self.rows_since_check = 0;
+                bound_memory(writers)?;
+            }
+        }
         Ok(())
     }
+}
+
+/// Keeps the row groups a partition directory's writers hold in memory under
+/// [`ROW_GROUP_BYTES`] in all: each file's row group would otherwise grow to that size,
+/// once per kind. The largest are closed first.
+fn bound_memory(writers: &mut BTreeMap<String, FileWriter>) -> Result<()> {
+    let mut sizes = Vec::with_capacity(writers.len());
+    for (kind, w) in writers.iter_mut() {
+        w.write_batch()?;
+        sizes.push((w.writer.in_progress_size(), kind.clone()));
+    }
+    let mut total: usize = sizes.iter().map(|(n, _)| n).sum();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    for (n, kind) in sizes {
+        if total <= ROW_GROUP_BYTES {
+            break;
+        }
+        if let Some(w) = writers.get_mut(&kind) {
+            w.writer.flush().map_err(|e| encode_error(&w.path, e))?;
+        }
+        total -= n;
+    }
+    Ok(())
 }
 
 /// The event columns' schema: the fixed columns (`kind` left out of a partition's

@@ -1,5 +1,5 @@
 //! The summary records of a Parquet export, in a file of their own: one row per summary
-//! window of one kind (FORMAT.md "Parquet export").
+//! window of one kind (GUIDE.md "Parquet").
 //!
 //! The value columns are the names the summaries carry, known once they are read: the
 //! summaries (one per kind and window, far fewer than events) are collected, then
