@@ -30,6 +30,8 @@
 //!   key given twice.
 //! - [`import_mcap::import_mcap`]: an MCAP recording recorded into a log through a
 //!   policy, each message at its log time.
+//! - [`verify_json`], [`history_entry`], [`rejection_json`]: reports as the command's
+//!   `--json` prints them.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
 //!   argument formats.
 //!
@@ -76,6 +78,7 @@ mod query;
 pub mod record_apply;
 pub mod record_input;
 mod replay;
+mod report;
 mod salvage;
 mod state;
 mod stats;
@@ -102,6 +105,7 @@ pub use manifest::{
 pub use output::{AtomicFile, check_output, check_output_dir};
 pub use query::{Order, Query};
 pub use replay::{Replay, fold};
+pub use report::{history_entry, rejection_json, verify_json};
 pub use salvage::{Salvage, Salvaged, loses_records, loss_json, salvage};
 pub use state::{State, TempView, fact_json, kb_view, start_seq, state_at};
 pub use stats::{LogStats, stats};

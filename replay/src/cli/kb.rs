@@ -336,39 +336,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 )?;
             }
             for (version, fact) in history {
-                let commit = view.commit(version)?;
-                let snapshot = commit.is_none() && version == from;
-                let time = match &commit {
-                    Some(c) => Some(c.time_ns),
-                    None => view.commit_time(version)?,
-                };
-                let outcome = match &commit {
-                    Some(c) => Some(c.record.outcome.name()),
-                    None if snapshot => Some("the knowledge base as of its snapshot"),
-                    None => None,
-                };
                 // What the commit did (a refutation names the value it refuted), then
                 // the key's state after it: the outcome alone beside the held value
                 // read as if that value had been rejected.
-                let op = match &commit {
-                    Some(c) => Some(c.record.op.to_string()),
-                    None if snapshot => Some("snapshot".to_owned()),
-                    None => None,
-                };
+                let entry = blackbox_replay::history_entry(&view, from, version, fact.as_ref())?;
                 if common.json {
-                    let mut entry = json!({
-                        "version": version,
-                        "time": time.map(format_time),
-                        "time_ns": time,
-                        "op": op,
-                        "outcome": outcome,
-                        "fact": fact.as_ref().map(fact_json),
-                    });
-                    if from > 0
-                        && let Some(obj) = entry.as_object_mut()
-                    {
-                        obj.insert("history_from".to_owned(), from.into());
-                    }
                     line(&mut out, entry)?;
                 } else {
                     let state = fact
@@ -378,9 +350,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
                         &mut out,
                         format!(
                             "v{version}  {}  {}: {}; then {state}",
-                            time.map(format_time).unwrap_or_default(),
-                            op.as_deref().unwrap_or("?"),
-                            outcome.unwrap_or("?")
+                            entry["time"].as_str().unwrap_or_default(),
+                            entry["op"].as_str().unwrap_or("?"),
+                            entry["outcome"].as_str().unwrap_or("?")
                         ),
                     )?;
                 }
@@ -465,21 +437,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
             let view = read(&common)?;
             let mut out = io::stdout().lock();
             for r in view.rejected()? {
-                let time = view.commit_time(r.version)?;
                 if common.json {
-                    line(
-                        &mut out,
-                        json!({
-                            "key": r.key,
-                            "value": r.value,
-                            "version": r.version,
-                            "time": time.map(format_time),
-                            "time_ns": time,
-                            "confidence": r.confidence,
-                            "refutations": r.refutations,
-                        }),
-                    )?;
+                    line(&mut out, blackbox_replay::rejection_json(&view, &r)?)?;
                 } else {
+                    let time = view.commit_time(r.version)?;
                     let why = match r.refutations {
                         0 => format!(
                             "confidence under {}",

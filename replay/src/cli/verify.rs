@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use blackbox::Digest;
 use blackbox_replay::format_time;
-use serde_json::json;
 
 use super::{CliError, DirArg, describe_log, human_bytes, key_from, line, progress_bar};
 
@@ -63,32 +62,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Err(e) => return Err(CliError::new(describe_log(&e))),
     };
     if args.json {
-        let torn = report.torn_tail.as_ref().map(|(path, offset, len)| {
-            json!({"segment": path.display().to_string(), "offset": offset, "bytes": len})
-        });
         line(
             &mut out,
-            json!({
-                "intact": true,
-                "segments": report.segments,
-                "records": report.records,
-                "blocks": report.blocks,
-                "bytes": report.bytes,
-                "keyed": key.is_some(),
-                "last": report.last.map(|d| d.to_string()),
-                "digest": digest.map(|d| d.to_string()),
-                "digest_matched": digest.is_some().then_some(report.digest_matched),
-                "digest_pruned": digest.is_some().then_some(report.digest_pruned),
-                "torn_tail": torn,
-                "pruned": report.pruned.as_ref().map(|p| json!({
-                    "up_to_seq": p.up_to_seq,
-                    "at_ns": p.at_ns,
-                    "at": format_time(p.at_ns),
-                    "record_seq": p.record_seq,
-                    "bytes": p.record.bytes,
-                    "last_pruned_ts_ns": p.record.last_ts_ns,
-                })),
-            }),
+            blackbox_replay::verify_json(&report, key.is_some(), digest.as_ref()),
         )?;
     } else {
         let mut text = format!(
