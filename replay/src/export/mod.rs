@@ -323,7 +323,7 @@ pub fn check_export_against_log(
         return Err(Error::ExportChanged {
             file: report.file.clone(),
             what: format!(
-                "its manifest's files are not those exporting its query from {} up to its digest again writes",
+                "its manifest's files are not what exporting its query from {} up to its digest again gives",
                 dir.display()
             ),
         });
