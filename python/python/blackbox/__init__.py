@@ -2,7 +2,8 @@
 
 Record events, keep a working memory and a knowledge base of facts with evidence,
 all in one hash-chained log; read it back as ``blackbox replay --json`` prints it,
-rebuild the state at any time, and verify that nothing was changed.
+rebuild the state at any time, verify that nothing was changed, and export the
+events to Parquet, JSONL or MCAP.
 
     import blackbox
 
@@ -14,6 +15,8 @@ rebuild the state at any time, and verify that nothing was changed.
 
     for record in blackbox.replay("run.log", kind="tool.*"):
         print(record["seq"], record["payload"])
+
+    blackbox.export("run.log", "events.parquet")  # pandas, DuckDB, datasets read it
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ._blackbox import (
     Locked,
     LogDamaged,
     Records,
+    export,
     replay,
     state_at,
     to_ns,
@@ -44,6 +48,7 @@ __all__ = [
     "Recorder",
     "Records",
     "Working",
+    "export",
     "replay",
     "state_at",
     "to_ns",

@@ -134,4 +134,21 @@ def state_at(
 def verify(
     dir: StrPath, digest: Optional[str] = None, *, key_file: Optional[StrPath] = None
 ) -> dict[str, Any]: ...
+def export(
+    dir: StrPath,
+    path: StrPath,
+    format: Literal["parquet", "jsonl", "mcap"] = "parquet",
+    since: Optional[Time] = None,
+    until: Optional[Time] = None,
+    kind: Union[None, str, Iterable[str]] = None,
+    *,
+    from_seq: Optional[int] = None,
+    to_seq: Optional[int] = None,
+    include_unweighted: bool = False,
+    salvage: bool = False,
+    partition: Optional[Literal["kind"]] = None,
+    summaries: Optional[StrPath] = None,
+    compression: Optional[Literal["zstd", "lz4", "none"]] = None,
+    key_file: Optional[StrPath] = None,
+) -> dict[str, Any]: ...
 def to_ns(t: Time) -> int: ...
