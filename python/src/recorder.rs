@@ -1,5 +1,6 @@
 //! `Recorder`, its working memory and its knowledge base.
 
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -12,7 +13,8 @@ use serde_json::{Value, json};
 use std::sync::OnceLock;
 
 use crate::convert::{
-    InvalidInput, engine_error, from_py, kb_error, replay_error, time_ns, to_py, type_name,
+    InvalidInput, engine_error, from_py, json_text, kb_error, replay_error, time_ns, to_py,
+    type_name,
 };
 
 /// The author of a knowledge-base commit that names none (as the command's).
@@ -106,7 +108,11 @@ impl Recorder {
         let parts = EventParts::new(payload, values, event_time_ns)?;
         let values = parts.values();
         let event = parts.event(kind, source, &values);
-        py.detach(|| self.inner.record(&event))
+        // The interpreter is let go only while the writer's channel is full: handing an
+        // event over takes a fraction of a microsecond, letting go and taking the
+        // interpreter back about as long again.
+        self.inner
+            .record_waiting_in(&event, |send| py.detach(send))
             .map_err(|e| engine_error(&e))
     }
 
@@ -226,6 +232,15 @@ fn policy_from(policy: &Bound<'_, PyAny>) -> PyResult<Policy> {
     Policy::from_toml_file(&path).map_err(|e| InvalidInput::new_err(e.to_string()))
 }
 
+thread_local! {
+    /// The buffer a payload's JSON text is written into, reused from event to event
+    /// (a thread records one event at a time).
+    static PAYLOAD_TEXT: Cell<String> = const { Cell::new(String::new()) };
+}
+
+/// A reused payload buffer larger than this is let go rather than kept.
+const PAYLOAD_TEXT_KEPT: usize = 64 << 10;
+
 /// What an event owns, converted from Python before the interpreter is let go.
 struct EventParts<'a> {
     payload: Payload<'a>,
@@ -250,7 +265,11 @@ impl<'a> EventParts<'a> {
             Some(p) if p.is_none() => Payload::None,
             Some(p) => match p.cast::<PyBytes>() {
                 Ok(b) => Payload::Raw(b.as_bytes()),
-                Err(_) => Payload::Json(from_py(p, "payload")?.to_string()),
+                Err(_) => {
+                    let mut text = PAYLOAD_TEXT.take();
+                    json_text(p, "payload", &mut text)?;
+                    Payload::Json(text)
+                }
             },
         };
         let mut named = Vec::new();
@@ -313,6 +332,16 @@ impl<'a> EventParts<'a> {
     /// The values as the event borrows them.
     fn values(&self) -> Vec<(&str, f64)> {
         self.values.iter().map(|(n, v)| (n.as_str(), *v)).collect()
+    }
+}
+
+impl Drop for EventParts<'_> {
+    fn drop(&mut self) {
+        if let Payload::Json(text) = &mut self.payload
+            && text.capacity() <= PAYLOAD_TEXT_KEPT
+        {
+            PAYLOAD_TEXT.set(std::mem::take(text));
+        }
     }
 }
 
