@@ -17,20 +17,21 @@ import statistics
 import tempfile
 import threading
 import time
+from typing import Any
 
 import blackbox
 
 PAYLOAD = {"tool": "search", "step": 1, "ok": True}
 
 
-def one_round(threads: int, events: int, payload) -> float:
+def one_round(threads: int, events: int, payload: dict[str, Any] | None) -> float:
     """Events per second of one round."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "flight")
         with blackbox.Recorder(log, policy={"default": "full"}, durability="buffered") as rec:
             start = threading.Barrier(threads + 1)
 
-            def producer():
+            def producer() -> None:
                 record = rec.record
                 start.wait()
                 for _ in range(events):
@@ -58,7 +59,8 @@ def main() -> None:
     print("| threads | payload | median events/s | rounds (M/s) |")
     print("|---:|---|---:|---|")
     for threads in (1, 4):
-        for name, payload in (("small dict", PAYLOAD), ("none", None)):
+        cases: list[tuple[str, dict[str, Any] | None]] = [("small dict", PAYLOAD), ("none", None)]
+        for name, payload in cases:
             rates = [one_round(threads, args.events // threads, payload) for _ in range(args.rounds)]
             median = statistics.median(rates)
             each = ", ".join(f"{r / 1e6:.2f}" for r in rates)

@@ -28,7 +28,7 @@ POLICY = {
 }
 
 # The "model": the tool calls it decides on, in order.
-SCRIPT = [
+SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("look", {"where": "table"}),
     ("weigh", {"object": "cup"}),
     ("look", {"where": "shelf"}),
@@ -46,7 +46,7 @@ class AgentState(TypedDict):
     done: bool
 
 
-def make_graph(rec: blackbox.Recorder):
+def make_graph(rec: blackbox.Recorder) -> StateGraph[AgentState]:
     """The agent: `plan` picks the next tool call, `act` runs it and learns from it."""
 
     def plan(state: AgentState) -> dict[str, Any]:

@@ -21,8 +21,9 @@ events to Parquet, JSONL or MCAP.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Any, Literal
 
 from . import _blackbox
 from ._blackbox import (
@@ -119,12 +120,12 @@ class Recorder:
 
     def __init__(
         self,
-        dir: Any,
-        policy: Any = None,
-        durability: str = "flush",
+        dir: str | os.PathLike[str],
+        policy: str | os.PathLike[str] | dict[str, Any] | None = None,
+        durability: Literal["flush", "sync", "buffered"] = "flush",
         *,
-        overflow: str = "block",
-        key_file: Any = None,
+        overflow: Literal["block", "drop"] = "block",
+        key_file: str | os.PathLike[str] | None = None,
         segment_bytes: int | None = None,
         restore_working_memory: bool = True,
     ) -> None:

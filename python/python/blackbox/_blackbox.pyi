@@ -14,6 +14,22 @@ as the command reads one (RFC 3339, integer ns, ``now``, ``-5m``)."""
 
 StrPath = Union[str, os.PathLike[str]]
 
+__all__ = [
+    "BlackboxError",
+    "InvalidInput",
+    "Kb",
+    "Locked",
+    "LogDamaged",
+    "Recorder",
+    "Records",
+    "Working",
+    "export",
+    "replay",
+    "state_at",
+    "to_ns",
+    "verify",
+]
+
 class BlackboxError(Exception): ...
 class LogDamaged(BlackboxError): ...
 class Locked(BlackboxError): ...
@@ -75,8 +91,8 @@ class Kb:
 
 @final
 class Recorder:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         dir: StrPath,
         policy: Union[None, StrPath, dict[str, Any]] = None,
         durability: Literal["flush", "sync", "buffered"] = "flush",
@@ -85,7 +101,7 @@ class Recorder:
         key_file: Optional[StrPath] = None,
         segment_bytes: Optional[int] = None,
         restore_working_memory: bool = True,
-    ) -> None: ...
+    ) -> Recorder: ...
     def record(
         self,
         kind: str,
