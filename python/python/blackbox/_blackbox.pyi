@@ -14,22 +14,6 @@ as the command reads one (RFC 3339, integer ns, ``now``, ``-5m``)."""
 
 StrPath = Union[str, os.PathLike[str]]
 
-__all__ = [
-    "BlackboxError",
-    "InvalidInput",
-    "Kb",
-    "Locked",
-    "LogDamaged",
-    "Recorder",
-    "Records",
-    "Working",
-    "export",
-    "replay",
-    "state_at",
-    "to_ns",
-    "verify",
-]
-
 class BlackboxError(Exception): ...
 class LogDamaged(BlackboxError): ...
 class Locked(BlackboxError): ...
