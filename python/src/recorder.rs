@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use blackbox::kb::{AsOf, Conditions, KnowledgeBase, Provenance};
 use blackbox::policy::Policy;
-use blackbox::{Config, Counters, Durability, Event, LogOptions, Overflow, Seq};
+use blackbox::{Config, Durability, Event, LogOptions, Overflow, Seq};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList};
 use serde_json::{Value, json};
@@ -174,7 +174,7 @@ impl Recorder {
             .map_err(|e| engine_error(&e))?;
         let out = PyDict::new(py);
         for (kind, c) in &stats {
-            out.set_item(kind, to_py(py, &counters_json(c))?)?;
+            out.set_item(kind, to_py(py, &blackbox_replay::counters_json(c))?)?;
         }
         Ok(out)
     }
@@ -198,20 +198,6 @@ impl Recorder {
             Err(e) => Err(engine_error(&e)),
         }
     }
-}
-
-/// The counters of a kind as the command prints them.
-fn counters_json(c: &Counters) -> Value {
-    json!({
-        "seen": c.seen,
-        "kept": c.kept,
-        "sampled_out": c.sampled_out,
-        "summarized": c.summarized,
-        "dropped": c.dropped,
-        "overflow": c.overflow,
-        "preroll": c.preroll,
-        "lost": c.lost,
-    })
 }
 
 /// A policy from a path to its TOML file, or from a dict shaped as that TOML.
