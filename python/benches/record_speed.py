@@ -1,5 +1,7 @@
 """How fast Python records: `Recorder.record()` events per second from one thread and
-from four, with a small dict payload and with none, medians of several rounds.
+from four, with a small dict payload and with none, medians of several rounds; beside
+it, in the same run, what a Python program does without Blackbox: one JSON line per
+event (`json.dumps` and a buffered file's `write`, no checksum, no chain).
 
     python python/benches/record_speed.py [--events N] [--rounds R]
 
@@ -12,6 +14,7 @@ The events are in the log when it closes: the round checks the count.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -51,20 +54,38 @@ def one_round(threads: int, events: int, payload: dict[str, Any] | None) -> floa
         return threads * events / elapsed
 
 
+def jsonl_round(events: int, payload: dict[str, Any] | None) -> float:
+    """Events per second of one round of JSON lines from one thread."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "events.jsonl"), "w") as out:
+            write, dumps = out.write, json.dumps
+            t0 = time.perf_counter()
+            for _ in range(events):
+                write(dumps({"kind": "tool.call", "ts": time.time_ns(), "payload": payload}) + "\n")
+            elapsed = time.perf_counter() - t0
+        return events / elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events per thread and round")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    print("| threads | payload | median events/s | rounds (M/s) |")
-    print("|---:|---|---:|---|")
+    print("| writer | threads | payload | median events/s | rounds (M/s) |")
+    print("|---|---:|---|---:|---|")
+    cases: list[tuple[str, dict[str, Any] | None]] = [("small dict", PAYLOAD), ("none", None)]
+
+    def row(writer: str, threads: int, name: str, rates: list[float]) -> None:
+        each = ", ".join(f"{r / 1e6:.2f}" for r in rates)
+        print(f"| {writer} | {threads} | {name} | {statistics.median(rates) / 1e6:.2f} M | {each} |")
+
     for threads in (1, 4):
-        cases: list[tuple[str, dict[str, Any] | None]] = [("small dict", PAYLOAD), ("none", None)]
         for name, payload in cases:
             rates = [one_round(threads, args.events // threads, payload) for _ in range(args.rounds)]
-            median = statistics.median(rates)
-            each = ", ".join(f"{r / 1e6:.2f}" for r in rates)
-            print(f"| {threads} | {name} | {median / 1e6:.2f} M | {each} |")
+            row("`Recorder.record()`", threads, name, rates)
+    for name, payload in cases:
+        rates = [jsonl_round(args.events, payload) for _ in range(args.rounds)]
+        row("JSON lines (`json.dumps`)", 1, name, rates)
 
 
 if __name__ == "__main__":
