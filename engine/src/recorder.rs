@@ -197,13 +197,47 @@ impl Recorder {
     /// recorded), [`Error::Writer`] after the writer failed (every time), and
     /// [`Error::Closed`].
     pub fn record(&self, event: &Event<'_>) -> Result<()> {
+        self.record_waiting_in(event, |send| send())
+    }
+
+    /// Records an event as [`record`](Self::record) does, and runs the wait for room in
+    /// the writer's channel inside `wait`: `wait` is called only when the channel is
+    /// full (with [`Overflow::Block`]), and must call the function it is given. A caller
+    /// that holds a lock other threads need (an interpreter's) lets it go there, and
+    /// keeps it on the common path, where nothing waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`record`](Self::record).
+    pub fn record_waiting_in(
+        &self,
+        event: &Event<'_>,
+        wait: impl FnOnce(&mut (dyn FnMut() -> Result<()> + Send)) -> Result<()>,
+    ) -> Result<()> {
         let Some(msg) = self.prepare(event, false)? else {
             return Ok(());
         };
         match self.overflow {
-            Overflow::Block => match self.tx.send(msg) {
+            Overflow::Block => match self.tx.try_send(msg) {
                 Ok(()) => Ok(()),
-                Err(crossbeam_channel::SendError(msg)) => {
+                Err(TrySendError::Full(msg)) => {
+                    let mut msg = Some(msg);
+                    let mut send = || {
+                        let Some(msg) = msg.take() else {
+                            return Ok(());
+                        };
+                        self.tx
+                            .send(msg)
+                            .map_err(|crossbeam_channel::SendError(msg)| {
+                                self.unsend(&msg);
+                                self.shared.failure()
+                            })
+                    };
+                    let sent = wait(&mut send);
+                    // A `wait` that never called it: sent now, waiting here.
+                    send().and(sent)
+                }
+                Err(TrySendError::Disconnected(msg)) => {
                     self.unsend(&msg);
                     Err(self.shared.failure())
                 }

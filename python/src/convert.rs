@@ -5,7 +5,10 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::{IntoPyObjectExt, create_exception};
-use serde_json::{Map, Number, Value};
+use std::cell::RefCell;
+
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::Value;
 
 create_exception!(
     blackbox,
@@ -68,72 +71,137 @@ pub fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
     })
 }
 
-/// A Python value as JSON: `None`, `bool`, `int` (64 bits), finite `float`, `str`, and
-/// `dict` (string keys), `list` and `tuple` of those. `what` names the argument in the
-/// error.
+/// A Python object as a JSON value (`None`, `bool`, `int` within 64 bits, a finite
+/// `float`, `str`, and `dict` with `str` keys, `list` or `tuple` of those).
 pub fn from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    from_py_at(obj, what, 0)
+    let failure = RefCell::new(None);
+    serde_json::to_value(AsJson::new(obj, what, &failure)).map_err(|e| refused(e, &failure))
 }
 
-fn from_py_at(obj: &Bound<'_, PyAny>, what: &str, depth: usize) -> PyResult<Value> {
-    if depth > DEPTH_MAX {
-        return Err(InvalidInput::new_err(format!(
-            "{what} is nested deeper than {DEPTH_MAX} levels (or holds itself): it cannot be stored as JSON"
-        )));
-    }
-    if obj.is_none() {
-        return Ok(Value::Null);
-    }
-    if let Ok(b) = obj.cast::<PyBool>() {
-        return Ok(Value::Bool(b.is_true()));
-    }
-    if obj.cast::<PyInt>().is_ok() {
-        if let Ok(i) = obj.extract::<i64>() {
-            return Ok(Value::from(i));
+/// A Python object as JSON text, written straight from the object (no [`Value`] in
+/// between), its dicts' keys in their order, into `text` (replacing what it held, in
+/// its allocation): an event's payload.
+pub fn json_text(obj: &Bound<'_, PyAny>, what: &str, text: &mut String) -> PyResult<()> {
+    let failure = RefCell::new(None);
+    let mut bytes = std::mem::take(text).into_bytes();
+    bytes.clear();
+    serde_json::to_writer(&mut bytes, &AsJson::new(obj, what, &failure))
+        .map_err(|e| refused(e, &failure))?;
+    // serde_json writes UTF-8 only.
+    *text = String::from_utf8(bytes).map_err(|e| InvalidInput::new_err(format!("{what}: {e}")))?;
+    Ok(())
+}
+
+/// The exception a conversion stopped on (kept aside: serde's error carries only text).
+fn refused(e: serde_json::Error, failure: &RefCell<Option<PyErr>>) -> PyErr {
+    failure
+        .borrow_mut()
+        .take()
+        .unwrap_or_else(|| InvalidInput::new_err(e.to_string()))
+}
+
+/// A Python object seen by serde as the JSON value it stands for: one walk serves both
+/// [`from_py`] and [`json_text`]. The first refusal is kept in `failure`.
+struct AsJson<'a, 'py> {
+    obj: &'a Bound<'py, PyAny>,
+    what: &'a str,
+    depth: usize,
+    failure: &'a RefCell<Option<PyErr>>,
+}
+
+impl<'a, 'py> AsJson<'a, 'py> {
+    fn new(
+        obj: &'a Bound<'py, PyAny>,
+        what: &'a str,
+        failure: &'a RefCell<Option<PyErr>>,
+    ) -> AsJson<'a, 'py> {
+        AsJson {
+            obj,
+            what,
+            depth: 0,
+            failure,
         }
-        if let Ok(u) = obj.extract::<u64>() {
-            return Ok(Value::from(u));
+    }
+
+    fn child<'b>(&'b self, obj: &'b Bound<'py, PyAny>) -> AsJson<'b, 'py> {
+        AsJson {
+            obj,
+            what: self.what,
+            depth: self.depth + 1,
+            failure: self.failure,
         }
-        return Err(InvalidInput::new_err(format!(
-            "{what} holds the integer {obj}, beyond 64 bits: it cannot be stored as a JSON number"
-        )));
     }
-    if let Ok(f) = obj.cast::<PyFloat>() {
-        let f = f.value();
-        return Number::from_f64(f).map(Value::Number).ok_or_else(|| {
-            InvalidInput::new_err(format!(
-                "{what} holds {f}, which JSON cannot hold (it has no NaN or infinity)"
-            ))
-        });
+
+    fn fail<E: serde::ser::Error>(&self, e: PyErr) -> E {
+        self.failure.borrow_mut().get_or_insert(e);
+        E::custom("refused")
     }
-    if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(Value::String(s.to_str()?.to_owned()));
-    }
-    if let Ok(d) = obj.cast::<PyDict>() {
-        let mut map = Map::new();
-        for (k, v) in d.iter() {
-            let Ok(key) = k.cast::<PyString>() else {
-                return Err(InvalidInput::new_err(format!(
-                    "{what} has the key {} of type {}: JSON object keys are strings",
-                    k.repr()?,
-                    type_name(&k)
-                )));
-            };
-            map.insert(key.to_str()?.to_owned(), from_py_at(&v, what, depth + 1)?);
+}
+
+impl Serialize for AsJson<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (obj, what) = (self.obj, self.what);
+        if self.depth > DEPTH_MAX {
+            return Err(self.fail(InvalidInput::new_err(format!(
+                "{what} is nested deeper than {DEPTH_MAX} levels (or holds itself): it cannot be stored as JSON"
+            ))));
         }
-        return Ok(Value::Object(map));
-    }
-    if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
-        let mut items = Vec::new();
-        for item in obj.try_iter()? {
-            items.push(from_py_at(&item?, what, depth + 1)?);
+        if let Ok(text) = obj.cast::<PyString>() {
+            return s.serialize_str(text.to_str().map_err(|e| self.fail(e))?);
         }
-        return Ok(Value::Array(items));
+        if let Ok(d) = obj.cast::<PyDict>() {
+            let mut map = s.serialize_map(Some(d.len()))?;
+            for (k, v) in d.iter() {
+                let Ok(key) = k.cast::<PyString>() else {
+                    let repr = k.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string());
+                    return Err(self.fail(InvalidInput::new_err(format!(
+                        "{what} has the key {repr} of type {}: JSON object keys are strings",
+                        type_name(&k)
+                    ))));
+                };
+                map.serialize_entry(key.to_str().map_err(|e| self.fail(e))?, &self.child(&v))?;
+            }
+            return map.end();
+        }
+        if obj.is_none() {
+            return s.serialize_unit();
+        }
+        if let Ok(b) = obj.cast::<PyBool>() {
+            return s.serialize_bool(b.is_true());
+        }
+        if obj.cast::<PyInt>().is_ok() {
+            if let Ok(i) = obj.extract::<i64>() {
+                return s.serialize_i64(i);
+            }
+            if let Ok(u) = obj.extract::<u64>() {
+                return s.serialize_u64(u);
+            }
+            return Err(self.fail(InvalidInput::new_err(format!(
+                "{what} holds the integer {obj}, beyond 64 bits: it cannot be stored as a JSON number"
+            ))));
+        }
+        if let Ok(f) = obj.cast::<PyFloat>() {
+            let f = f.value();
+            if !f.is_finite() {
+                return Err(self.fail(InvalidInput::new_err(format!(
+                    "{what} holds {f}, which JSON cannot hold (it has no NaN or infinity)"
+                ))));
+            }
+            return s.serialize_f64(f);
+        }
+        if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
+            let items = obj.try_iter().map_err(|e| self.fail(e))?;
+            let mut seq = s.serialize_seq(obj.len().ok())?;
+            for item in items {
+                seq.serialize_element(&self.child(&item.map_err(|e| self.fail(e))?))?;
+            }
+            return seq.end();
+        }
+        Err(self.fail(InvalidInput::new_err(format!(
+            "{what} holds a value of type {}: expected None, bool, int, float, str, and dict, list or tuple of those",
+            type_name(obj)
+        ))))
     }
-    Err(InvalidInput::new_err(format!(
-        "{what} holds a value of type {}: expected None, bool, int, float, str, and dict, list or tuple of those",
-        type_name(obj)
-    )))
 }
 
 /// The name of an object's type, for messages.

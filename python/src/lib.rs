@@ -1,10 +1,11 @@
 //! The `blackbox` Python package's extension module, `blackbox._blackbox`: the
-//! recorder, its working memory and knowledge base, and the readers (replay, state at
-//! a time, verify), over the Rust crates. Every call that may wait (for the disk, the
+//! recorder, its working memory and knowledge base, the readers (replay, state at
+//! a time, verify) and the export, over the Rust crates. Every call that may wait (for the disk, the
 //! writer, a read) lets the interpreter go while it waits. The package's Python layer
 //! (`python/python/blackbox/`) adds the working memory's mapping and re-exports this.
 
 mod convert;
+mod export;
 mod read;
 mod recorder;
 
@@ -25,5 +26,6 @@ fn _blackbox(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read::state_at, m)?)?;
     m.add_function(wrap_pyfunction!(read::verify, m)?)?;
     m.add_function(wrap_pyfunction!(read::to_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(export::export, m)?)?;
     Ok(())
 }

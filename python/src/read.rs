@@ -63,23 +63,17 @@ fn key(key_file: Option<PathBuf>) -> PyResult<Option<blackbox::ChainKey>> {
         .map_err(|e| replay_error(&e))
 }
 
-/// The records of a log in a range, filtered by kind and type, in the order they
-/// happened (or in log order).
-#[pyfunction]
-#[pyo3(signature = (dir, since=None, until=None, kind=None, types=None, *, from_seq=None, to_seq=None, log_order=false, key_file=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn replay(
-    py: Python<'_>,
-    dir: PathBuf,
+/// The query of a reader's arguments: a time range, a seq range, kinds (globs) and
+/// record types, and the chain key of a keyed log.
+pub fn query(
     since: Option<&Bound<'_, PyAny>>,
     until: Option<&Bound<'_, PyAny>>,
     kind: Option<&Bound<'_, PyAny>>,
     types: Option<&Bound<'_, PyAny>>,
     from_seq: Option<u64>,
     to_seq: Option<u64>,
-    log_order: bool,
     key_file: Option<PathBuf>,
-) -> PyResult<Records> {
+) -> PyResult<Query> {
     let mut q = Query::new();
     if let Some(t) = since.filter(|t| !t.is_none()) {
         q = q.since(time_ns(t, "since")?);
@@ -112,7 +106,27 @@ pub fn replay(
         }
         q = q.types(chosen);
     }
-    q = q.key(key(key_file)?).order(if log_order {
+    Ok(q.key(key(key_file)?))
+}
+
+/// The records of a log in a range, filtered by kind and type, in the order they
+/// happened (or in log order).
+#[pyfunction]
+#[pyo3(signature = (dir, since=None, until=None, kind=None, types=None, *, from_seq=None, to_seq=None, log_order=false, key_file=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn replay(
+    py: Python<'_>,
+    dir: PathBuf,
+    since: Option<&Bound<'_, PyAny>>,
+    until: Option<&Bound<'_, PyAny>>,
+    kind: Option<&Bound<'_, PyAny>>,
+    types: Option<&Bound<'_, PyAny>>,
+    from_seq: Option<u64>,
+    to_seq: Option<u64>,
+    log_order: bool,
+    key_file: Option<PathBuf>,
+) -> PyResult<Records> {
+    let q = query(since, until, kind, types, from_seq, to_seq, key_file)?.order(if log_order {
         Order::Log
     } else {
         Order::Happened

@@ -1,18 +1,20 @@
 //! `Recorder`, its working memory and its knowledge base.
 
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use blackbox::kb::{AsOf, Conditions, KnowledgeBase, Provenance};
 use blackbox::policy::Policy;
-use blackbox::{Config, Counters, Durability, Event, LogOptions, Overflow, Seq};
+use blackbox::{Config, Durability, Event, LogOptions, Overflow, Seq};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList};
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
 use crate::convert::{
-    InvalidInput, engine_error, from_py, kb_error, replay_error, time_ns, to_py, type_name,
+    InvalidInput, engine_error, from_py, json_text, kb_error, replay_error, time_ns, to_py,
+    type_name,
 };
 
 /// The author of a knowledge-base commit that names none (as the command's).
@@ -106,7 +108,11 @@ impl Recorder {
         let parts = EventParts::new(payload, values, event_time_ns)?;
         let values = parts.values();
         let event = parts.event(kind, source, &values);
-        py.detach(|| self.inner.record(&event))
+        // The interpreter is let go only while the writer's channel is full: handing an
+        // event over takes a fraction of a microsecond, letting go and taking the
+        // interpreter back about as long again.
+        self.inner
+            .record_waiting_in(&event, |send| py.detach(send))
             .map_err(|e| engine_error(&e))
     }
 
@@ -168,7 +174,7 @@ impl Recorder {
             .map_err(|e| engine_error(&e))?;
         let out = PyDict::new(py);
         for (kind, c) in &stats {
-            out.set_item(kind, to_py(py, &counters_json(c))?)?;
+            out.set_item(kind, to_py(py, &blackbox_replay::counters_json(c))?)?;
         }
         Ok(out)
     }
@@ -194,20 +200,6 @@ impl Recorder {
     }
 }
 
-/// The counters of a kind as the command prints them.
-fn counters_json(c: &Counters) -> Value {
-    json!({
-        "seen": c.seen,
-        "kept": c.kept,
-        "sampled_out": c.sampled_out,
-        "summarized": c.summarized,
-        "dropped": c.dropped,
-        "overflow": c.overflow,
-        "preroll": c.preroll,
-        "lost": c.lost,
-    })
-}
-
 /// A policy from a path to its TOML file, or from a dict shaped as that TOML.
 fn policy_from(policy: &Bound<'_, PyAny>) -> PyResult<Policy> {
     if policy.cast::<PyDict>().is_ok() {
@@ -225,6 +217,15 @@ fn policy_from(policy: &Bound<'_, PyAny>) -> PyResult<Policy> {
     })?;
     Policy::from_toml_file(&path).map_err(|e| InvalidInput::new_err(e.to_string()))
 }
+
+thread_local! {
+    /// The buffer a payload's JSON text is written into, reused from event to event
+    /// (a thread records one event at a time).
+    static PAYLOAD_TEXT: Cell<String> = const { Cell::new(String::new()) };
+}
+
+/// A reused payload buffer larger than this is let go rather than kept.
+const PAYLOAD_TEXT_KEPT: usize = 64 << 10;
 
 /// What an event owns, converted from Python before the interpreter is let go.
 struct EventParts<'a> {
@@ -250,7 +251,11 @@ impl<'a> EventParts<'a> {
             Some(p) if p.is_none() => Payload::None,
             Some(p) => match p.cast::<PyBytes>() {
                 Ok(b) => Payload::Raw(b.as_bytes()),
-                Err(_) => Payload::Json(from_py(p, "payload")?.to_string()),
+                Err(_) => {
+                    let mut text = PAYLOAD_TEXT.take();
+                    json_text(p, "payload", &mut text)?;
+                    Payload::Json(text)
+                }
             },
         };
         let mut named = Vec::new();
@@ -313,6 +318,16 @@ impl<'a> EventParts<'a> {
     /// The values as the event borrows them.
     fn values(&self) -> Vec<(&str, f64)> {
         self.values.iter().map(|(n, v)| (n.as_str(), *v)).collect()
+    }
+}
+
+impl Drop for EventParts<'_> {
+    fn drop(&mut self) {
+        if let Payload::Json(text) = &mut self.payload
+            && text.capacity() <= PAYLOAD_TEXT_KEPT
+        {
+            PAYLOAD_TEXT.set(std::mem::take(text));
+        }
     }
 }
 

@@ -286,7 +286,7 @@ fn unknown_fields(o: &mut Map<String, Value>, record_type: u16, payload: &[u8]) 
 
 /// A set of counters as `{seen, kept, sampled_out, summarized, dropped, overflow,
 /// preroll, lost}`.
-pub(crate) fn counters_json(c: &blackbox::Counters) -> Value {
+pub fn counters_json(c: &blackbox::Counters) -> Value {
     json!({
         "seen": c.seen,
         "kept": c.kept,

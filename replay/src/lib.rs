@@ -97,7 +97,7 @@ pub use export::{
     export_jsonl_to, export_mcap, export_mcap_to, export_parquet,
 };
 pub use inputs::{open_log_dir, read_key_file};
-pub use json::{hex, to_json};
+pub use json::{counters_json, hex, to_json};
 pub use manifest::{
     CheckReport, Excluded, ExportFormat, ExportManifest, ExportedFile, KindRows, MANIFEST_VERSION,
     check_export,

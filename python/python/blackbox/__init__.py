@@ -2,7 +2,8 @@
 
 Record events, keep a working memory and a knowledge base of facts with evidence,
 all in one hash-chained log; read it back as ``blackbox replay --json`` prints it,
-rebuild the state at any time, and verify that nothing was changed.
+rebuild the state at any time, verify that nothing was changed, and export the
+events to Parquet, JSONL or MCAP.
 
     import blackbox
 
@@ -14,13 +15,15 @@ rebuild the state at any time, and verify that nothing was changed.
 
     for record in blackbox.replay("run.log", kind="tool.*"):
         print(record["seq"], record["payload"])
+
+    blackbox.export("run.log", "events.parquet")  # pandas, DuckDB, datasets read it
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Any, Literal
 
 from . import _blackbox
 from ._blackbox import (
@@ -30,6 +33,7 @@ from ._blackbox import (
     Locked,
     LogDamaged,
     Records,
+    export,
     replay,
     state_at,
     to_ns,
@@ -45,6 +49,7 @@ __all__ = [
     "Recorder",
     "Records",
     "Working",
+    "export",
     "replay",
     "state_at",
     "to_ns",
@@ -124,12 +129,12 @@ class Recorder:
 
     def __init__(
         self,
-        dir: Any,
-        policy: Any = None,
-        durability: str = "flush",
+        dir: str | os.PathLike[str],
+        policy: str | os.PathLike[str] | dict[str, Any] | None = None,
+        durability: Literal["flush", "sync", "buffered"] = "flush",
         *,
-        overflow: str = "block",
-        key_file: Any = None,
+        overflow: Literal["block", "drop"] = "block",
+        key_file: str | os.PathLike[str] | None = None,
         segment_bytes: int | None = None,
         restore_working_memory: bool = True,
     ) -> None:

@@ -75,8 +75,8 @@ class Kb:
 
 @final
 class Recorder:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         dir: StrPath,
         policy: Union[None, StrPath, dict[str, Any]] = None,
         durability: Literal["flush", "sync", "buffered"] = "flush",
@@ -85,7 +85,7 @@ class Recorder:
         key_file: Optional[StrPath] = None,
         segment_bytes: Optional[int] = None,
         restore_working_memory: bool = True,
-    ) -> None: ...
+    ) -> Recorder: ...
     def record(
         self,
         kind: str,
@@ -133,5 +133,22 @@ def state_at(
 ) -> dict[str, Any]: ...
 def verify(
     dir: StrPath, digest: Optional[str] = None, *, key_file: Optional[StrPath] = None
+) -> dict[str, Any]: ...
+def export(
+    dir: StrPath,
+    path: StrPath,
+    format: Literal["parquet", "jsonl", "mcap"] = "parquet",
+    since: Optional[Time] = None,
+    until: Optional[Time] = None,
+    kind: Union[None, str, Iterable[str]] = None,
+    *,
+    from_seq: Optional[int] = None,
+    to_seq: Optional[int] = None,
+    include_unweighted: bool = False,
+    salvage: bool = False,
+    partition: Optional[Literal["kind"]] = None,
+    summaries: Optional[StrPath] = None,
+    compression: Optional[Literal["zstd", "lz4", "none"]] = None,
+    key_file: Optional[StrPath] = None,
 ) -> dict[str, Any]: ...
 def to_ns(t: Time) -> int: ...

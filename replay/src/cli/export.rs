@@ -2,7 +2,7 @@
 //! beside the output; `export --check` proves an export is still what its manifest says.
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use blackbox::LogReader;
 use blackbox_replay::{ExportManifest, ExportOptions, McapCompression, ParquetOptions, hex};
@@ -99,23 +99,6 @@ pub struct Args {
     key_file: Option<PathBuf>,
 }
 
-/// Refuses a summaries file that would overwrite the events file, its manifest, or lie
-/// inside the partition directory.
-fn summaries_apart(summaries: &Path, out: &Path, partitioned: bool) -> Result<(), CliError> {
-    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
-    let (s, o) = (absolute(summaries), absolute(out));
-    let mut manifest = o.clone().into_os_string();
-    manifest.push(".manifest.json");
-    if s == o || s == Path::new(&manifest) || (partitioned && s.starts_with(&o)) {
-        return Err(CliError::new(format!(
-            "--summaries {} would overwrite the export {} or its manifest: name another file",
-            summaries.display(),
-            out.display()
-        )));
-    }
-    Ok(())
-}
-
 /// Runs `blackbox export`.
 pub fn run(args: Args) -> Result<(), CliError> {
     if let Some(path) = &args.check {
@@ -136,9 +119,6 @@ pub fn run(args: Args) -> Result<(), CliError> {
             "export needs --dir and --out (or --check FILE): see `blackbox export --help`",
         ));
     };
-    if let Some(summaries) = &args.summaries {
-        summaries_apart(summaries, out_path, args.partition.is_some())?;
-    }
     let key = key_from(args.key_file.as_deref())?;
     if !args.salvage {
         blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;

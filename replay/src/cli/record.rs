@@ -287,19 +287,7 @@ fn run_counters(
             lost: end.lost.saturating_sub(start.lost),
         };
         if c != Counters::default() {
-            kinds.insert(
-                kind.clone(),
-                json!({
-                    "seen": c.seen,
-                    "kept": c.kept,
-                    "sampled_out": c.sampled_out,
-                    "summarized": c.summarized,
-                    "dropped": c.dropped,
-                    "overflow": c.overflow,
-                    "preroll": c.preroll,
-                    "lost": c.lost,
-                }),
-            );
+            kinds.insert(kind.clone(), blackbox_replay::counters_json(&c));
         }
     }
     Value::Object(kinds)

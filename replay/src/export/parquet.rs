@@ -40,6 +40,25 @@ pub struct ParquetOptions {
     pub summaries: Option<PathBuf>,
 }
 
+/// Refuses a summaries file that would overwrite the events file, its manifest, or lie
+/// inside the partition directory.
+fn summaries_apart(summaries: &Path, out: &Path, partitioned: bool) -> Result<()> {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+    let (s, o) = (absolute(summaries), absolute(out));
+    let mut manifest = o.clone().into_os_string();
+    manifest.push(".manifest.json");
+    if s == o || s == Path::new(&manifest) || (partitioned && s.starts_with(&o)) {
+        return Err(Error::UnsafeOutput {
+            path: summaries.to_owned(),
+            reason: format!(
+                "as the summaries file it would overwrite the export {} or its manifest: name another file",
+                out.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Rows a batch collects before it is handed to the encoder.
 const BATCH_ROWS: usize = 8192;
 
@@ -70,7 +89,8 @@ pub(crate) const UTC: &str = "UTC";
 /// # Errors
 ///
 /// As [`export_jsonl`](crate::export_jsonl); [`Error::UnsafeOutput`] for a
-/// partition directory that exists and is not empty; [`Error::Unexportable`] for a
+/// partition directory that exists and is not empty, or a summaries file that would
+/// overwrite the export or its manifest; [`Error::Unexportable`] for a
 /// time Parquet's timestamps cannot hold (after the year 2262) or an encoder failure.
 pub fn export_parquet(
     dir: impl AsRef<Path>,
@@ -81,6 +101,9 @@ pub fn export_parquet(
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
     let dir = dir.as_ref();
+    if let Some(summaries) = &parquet.summaries {
+        summaries_apart(summaries, out, parquet.partition_by_kind)?;
+    }
     let mut written = write(dir, query, out, options, parquet, &mut |sink| {
         export_rows(dir, query, options, sink, progress)
     })?;

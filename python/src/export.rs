@@ -1,0 +1,111 @@
+//! `export`: a log's events to Parquet, JSONL or MCAP, with the manifest beside the
+//! file, as `blackbox export` writes them.
+
+use std::path::PathBuf;
+
+use blackbox_replay::{ExportOptions, McapCompression, ParquetOptions};
+use pyo3::prelude::*;
+
+use crate::convert::{InvalidInput, replay_error, to_py};
+use crate::read::query;
+
+/// Writes the events a query selects to `path` in `format` (`parquet`, `jsonl` or
+/// `mcap`) and `path.manifest.json` beside it; returns the manifest as
+/// `blackbox export --json` prints it.
+#[pyfunction]
+#[pyo3(signature = (dir, path, format="parquet", since=None, until=None, kind=None, *, from_seq=None, to_seq=None, include_unweighted=false, salvage=false, partition=None, summaries=None, compression=None, key_file=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn export<'py>(
+    py: Python<'py>,
+    dir: PathBuf,
+    path: PathBuf,
+    format: &str,
+    since: Option<&Bound<'_, PyAny>>,
+    until: Option<&Bound<'_, PyAny>>,
+    kind: Option<&Bound<'_, PyAny>>,
+    from_seq: Option<u64>,
+    to_seq: Option<u64>,
+    include_unweighted: bool,
+    salvage: bool,
+    partition: Option<&str>,
+    summaries: Option<PathBuf>,
+    compression: Option<&str>,
+    key_file: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let format = match format {
+        "parquet" | "jsonl" | "mcap" => format,
+        other => {
+            return Err(InvalidInput::new_err(format!(
+                "format {other:?} is not one of \"parquet\", \"jsonl\", \"mcap\""
+            )));
+        }
+    };
+    if format != "parquet" && (partition.is_some() || summaries.is_some()) {
+        return Err(InvalidInput::new_err(
+            "partition and summaries are Parquet options: give format=\"parquet\"",
+        ));
+    }
+    let partition_by_kind = match partition {
+        None => false,
+        Some("kind") => true,
+        Some(other) => {
+            return Err(InvalidInput::new_err(format!(
+                "partition {other:?} is not one a Parquet export knows: give \"kind\""
+            )));
+        }
+    };
+    let compression = match (format, compression) {
+        (_, None) | (_, Some("zstd")) => McapCompression::Zstd,
+        ("mcap", Some("lz4")) => McapCompression::Lz4,
+        ("mcap", Some("none")) => McapCompression::None,
+        ("mcap", Some(other)) => {
+            return Err(InvalidInput::new_err(format!(
+                "compression {other:?} is not one of \"zstd\", \"lz4\", \"none\""
+            )));
+        }
+        (_, Some(_)) => {
+            return Err(InvalidInput::new_err(
+                "compression is an MCAP option (Parquet pages are zstd): give format=\"mcap\"",
+            ));
+        }
+    };
+    let q = query(since, until, kind, None, from_seq, to_seq, key_file)?;
+    let options = ExportOptions {
+        include_unweighted,
+        salvage,
+    };
+    let manifest = py
+        .detach(|| {
+            if !salvage {
+                blackbox_replay::open_log_dir(&dir)?;
+            }
+            let mut progress = |_seq: u64| {};
+            match format {
+                "mcap" => blackbox_replay::export_mcap(
+                    &dir,
+                    &q,
+                    &path,
+                    &options,
+                    compression,
+                    &mut progress,
+                ),
+                "jsonl" => blackbox_replay::export_jsonl(&dir, &q, &path, &options, &mut progress),
+                _ => {
+                    let parquet = ParquetOptions {
+                        partition_by_kind,
+                        summaries,
+                    };
+                    blackbox_replay::export_parquet(
+                        &dir,
+                        &q,
+                        &path,
+                        &options,
+                        &parquet,
+                        &mut progress,
+                    )
+                }
+            }
+        })
+        .map_err(|e| replay_error(&e))?;
+    to_py(py, &manifest.to_json())
+}
