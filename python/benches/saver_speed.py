@@ -23,16 +23,24 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, TypedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Annotated, Any, Literal, TypedDict
 
-from langgraph.checkpoint.base import empty_checkpoint
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
+    empty_checkpoint,
+)
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
 from blackbox.langgraph import BlackboxSaver
 
 
-def checkpoints(n: int, threads: int) -> list[tuple[str, dict, dict]]:
+def checkpoints(n: int, threads: int) -> list[tuple[str, Checkpoint, CheckpointMetadata]]:
     """n checkpoints over `threads` threads, each a chat-like state of a few hundred
     bytes to a few KiB: (thread id, checkpoint, metadata)."""
     out = []
@@ -49,16 +57,19 @@ def checkpoints(n: int, threads: int) -> list[tuple[str, dict, dict]]:
         cp["channel_values"] = {"messages": messages, "step": step, "plan": ["look", "grasp"]}
         cp["channel_versions"] = {"messages": step + 1, "step": step + 1, "plan": 1}
         cp["versions_seen"] = {"agent": {"messages": step}}
-        out.append((thread, cp, {"source": "loop", "step": step, "run_id": f"run-{i % 3}"}))
+        meta: CheckpointMetadata = {"source": "loop", "step": step, "run_id": f"run-{i % 3}"}
+        out.append((thread, cp, meta))
     return out
 
 
-def put_all(saver, data) -> tuple[float, list[dict]]:
+def put_all(
+    saver: BaseCheckpointSaver[Any], data: list[tuple[str, Checkpoint, CheckpointMetadata]]
+) -> tuple[float, list[RunnableConfig]]:
     parents: dict[str, str] = {}
     stored = []
     start = time.perf_counter()
     for thread, cp, meta in data:
-        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
         if thread in parents:
             config["configurable"]["checkpoint_id"] = parents[thread]
         saved = saver.put(config, cp, meta, dict(cp["channel_versions"]))
@@ -67,7 +78,7 @@ def put_all(saver, data) -> tuple[float, list[dict]]:
     return time.perf_counter() - start, stored
 
 
-def get_all(saver, configs) -> float:
+def get_all(saver: BaseCheckpointSaver[Any], configs: list[RunnableConfig]) -> float:
     start = time.perf_counter()
     for c in configs:
         if saver.get_tuple(c) is None:
@@ -79,7 +90,7 @@ class State(TypedDict):
     steps: Annotated[list[str], operator.add]
 
 
-def build_graph():
+def build_graph() -> StateGraph[State]:
     builder = StateGraph(State)
     builder.add_node("plan", lambda s: {"steps": ["plan"]})
     builder.add_node("act", lambda s: {"steps": ["act"]})
@@ -91,7 +102,7 @@ def build_graph():
     return builder
 
 
-def run_graph(saver, runs: int) -> float:
+def run_graph(saver: BaseCheckpointSaver[Any], runs: int) -> float:
     graph = build_graph().compile(checkpointer=saver)
     start = time.perf_counter()
     for i in range(runs):
@@ -99,25 +110,28 @@ def run_graph(saver, runs: int) -> float:
     return time.perf_counter() - start
 
 
-def stores(tmp: Path):
+Store = Callable[[Path], AbstractContextManager[BaseCheckpointSaver[Any]]]
+
+
+def stores() -> list[tuple[str, Store]]:
     """(name, a context manager making a fresh saver) for each store measured."""
 
-    def blackbox(durability, cache_bytes=64 << 20):
-        def make(round_dir: Path):
+    def blackbox(durability: Literal["flush", "sync"], cache_bytes: int = 64 << 20) -> Store:
+        def make(round_dir: Path) -> BlackboxSaver:
             return BlackboxSaver.open(round_dir / "flight", durability=durability,
                                       cache_bytes=cache_bytes)
         return make
 
     class Sqlite:
-        def __init__(self, round_dir: Path):
+        def __init__(self, round_dir: Path) -> None:
             self.conn = sqlite3.connect(round_dir / "checkpoints.sqlite", check_same_thread=False)
             self.saver = SqliteSaver(self.conn)
             self.saver.setup()
 
-        def __enter__(self):
+        def __enter__(self) -> SqliteSaver:
             return self.saver
 
-        def __exit__(self, *exc):
+        def __exit__(self, *exc: object) -> None:
             self.conn.close()
 
     return [
@@ -143,7 +157,7 @@ def main() -> None:
     try:
         for r in range(args.rounds):
             # The stores take turns within each round, in a new order each time.
-            order = stores(root)
+            order = stores()
             random.Random(r).shuffle(order)
             for name, make in order:
                 round_dir = root / f"{r}-{name.replace(' ', '_').replace(',', '')}"
@@ -166,7 +180,7 @@ def main() -> None:
           f"{args.graph_runs} graph runs; medians of {args.rounds} rounds")
     base = {k: statistics.median(v) for k, v in figures["sqlite"].items()}
     print(f"{'store':<26}{'put/s':>12}{'get_tuple/s':>14}{'graph runs/s':>15}")
-    for name, _ in stores(root):
+    for name, _ in stores():
         f = figures[name]
         med = {k: statistics.median(v) for k, v in f.items()}
         print(f"{name:<26}" + "".join(

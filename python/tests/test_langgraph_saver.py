@@ -4,6 +4,9 @@ records (blackbox.replay, blackbox.verify), and a real StateGraph resumed after 
 saver is reopened."""
 
 import operator
+import subprocess
+import sys
+from pathlib import Path
 from typing import Annotated, TypedDict
 
 import pytest
@@ -332,3 +335,13 @@ def test_a_node_failure_is_an_incident_when_the_policy_triggers_on_it(log_dir):
 def test_the_saver_kinds_are_its_records_kinds():
     assert KINDS == ("langgraph.checkpoint", "langgraph.writes", "langgraph.error",
                      "langgraph.delete", "langgraph.copy")
+
+
+@pytest.mark.parametrize("target", [["-m", "blackbox.langgraph"], ["benches/saver_speed.py"]],
+                         ids=["saver", "benchmark"])
+def test_the_saver_and_its_benchmark_type_check_strictly(target):
+    python_dir = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *target],
+        capture_output=True, text=True, cwd=python_dir)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -40,10 +40,11 @@ LangGraph is imported by this module only: install it with the ``langgraph`` ext
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import ormsgpack
 from langchain_core.runnables import RunnableConfig
@@ -54,11 +55,11 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
     writes_sort_key,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import ERROR
 
 from . import BlackboxError, InvalidInput, Recorder, replay
@@ -105,6 +106,9 @@ class _Entry:
         self.metadata = metadata
 
 
+# A saver record, decoded: a MessagePack array whose first element is FORMAT.
+_Record = list[Any]
+
 # A pending write in the index: (task_id, channel, task_path, seq of its record,
 # position in the record's list of writes).
 _Write = tuple[str, str, str, int, int]
@@ -117,21 +121,20 @@ def _retention_in(policy: Any) -> bool:
         return False
     if isinstance(policy, dict):
         return "retention" in policy
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: a line that opens the table is enough to see it.
-        tomllib = None
     path = os.fspath(policy)
     try:
         with open(path, "rb") as f:
             text = f.read()
     except OSError:
         return False  # the recorder read it: it is gone since, nothing to check
-    if tomllib is not None:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
         try:
             return "retention" in tomllib.loads(text.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError):
             return False
+    # Python 3.10 has no TOML reader: a line that opens the table is enough to see it.
     return any(
         line.strip().startswith(b"[retention") or line.strip().startswith(b"retention")
         for line in text.splitlines()
@@ -184,7 +187,7 @@ class BlackboxSaver(BaseCheckpointSaver[int]):
         self._rec = recorder
         self._owns_recorder = False
         self._cache_max = cache_bytes
-        self._cache: OrderedDict[int, tuple[list[Any], int]] = OrderedDict()
+        self._cache: OrderedDict[int, tuple[_Record, int]] = OrderedDict()
         self._cache_size = 0
         self._lock = threading.RLock()
         # thread id -> namespace -> checkpoint id -> entry
@@ -200,7 +203,7 @@ class BlackboxSaver(BaseCheckpointSaver[int]):
         cls,
         dir: Any,
         policy: Any = None,
-        durability: str = "flush",
+        durability: Literal["flush", "sync", "buffered"] = "flush",
         *,
         serde: SerializerProtocol | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
@@ -241,14 +244,14 @@ class BlackboxSaver(BaseCheckpointSaver[int]):
 
     # --- the log ---------------------------------------------------------------
 
-    def _append(self, kind: str, record: list[Any]) -> int:
+    def _append(self, kind: str, record: _Record) -> int:
         """Writes a record (kept whatever the policy's tier); returns its seq."""
         payload = ormsgpack.packb(record)
         seq = self._rec.record_evidence(kind, payload)
         self._cache_put(seq, record, len(payload))
         return seq
 
-    def _cache_put(self, seq: int, record: list[Any], size: int) -> None:
+    def _cache_put(self, seq: int, record: _Record, size: int) -> None:
         if size > self._cache_max:
             return
         self._cache[seq] = (record, size)
@@ -257,10 +260,10 @@ class BlackboxSaver(BaseCheckpointSaver[int]):
             _, (_, evicted) = self._cache.popitem(last=False)
             self._cache_size -= evicted
 
-    def _records(self, seqs: Sequence[int]) -> dict[int, list[Any]]:
+    def _records(self, seqs: Sequence[int]) -> dict[int, _Record]:
         """The records of seqs, from the cache or read back from the log (those not
         cached in one pass over the range they span)."""
-        out: dict[int, list[Any]] = {}
+        out: dict[int, _Record] = {}
         missing = set()
         with self._lock:
             for seq in seqs:
@@ -326,7 +329,7 @@ class BlackboxSaver(BaseCheckpointSaver[int]):
                     self._cache_put(seq, record, len(payload))
                 self._apply(kind, seq, record)
 
-    def _apply(self, kind: str, seq: int, record: list[Any]) -> None:
+    def _apply(self, kind: str, seq: int, record: _Record) -> None:
         """Applies a record to the index (as written, and again on rebuild)."""
         if kind == CHECKPOINT_KIND:
             _, thread_id, ns, checkpoint_id, parent, _, _, md_type, md_bytes = record
@@ -361,10 +364,10 @@ class BlackboxSaver(BaseCheckpointSaver[int]):
         gone = set(thread_ids)
         for t in gone:
             self._threads.pop(t, None)
-        for key in [k for k in self._latest if k[0] in gone]:
-            del self._latest[key]
-        for key in [k for k in self._writes if k[0] in gone]:
-            del self._writes[key]
+        for latest in [k for k in self._latest if k[0] in gone]:
+            del self._latest[latest]
+        for writes in [k for k in self._writes if k[0] in gone]:
+            del self._writes[writes]
 
     def _drop_checkpoints(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
         by_id = self._threads[thread_id][ns]
@@ -426,7 +429,7 @@ class BlackboxSaver(BaseCheckpointSaver[int]):
         checkpoint_id: str,
         entry: _Entry,
         writes: list[_Write],
-        records: dict[int, list[Any]],
+        records: dict[int, _Record],
     ) -> CheckpointTuple:
         record = records[entry.seq]
         loads = self.serde.loads_typed
@@ -612,7 +615,7 @@ class BlackboxSaver(BaseCheckpointSaver[int]):
             seq = self._append(kind, record)
             self._apply(kind, seq, record)
 
-    def _append_apply(self, kind: str, record: list[Any]) -> None:
+    def _append_apply(self, kind: str, record: _Record) -> None:
         with self._lock:
             seq = self._append(kind, record)
             self._apply(kind, seq, record)
@@ -718,7 +721,7 @@ _LENGTHS = {
 }
 
 
-def _decode(dir: str, seq: int, kind: str, payload: bytes) -> list[Any]:
+def _decode(dir: str, seq: int, kind: str, payload: bytes) -> _Record:
     """A saver record from its payload, checked for its shape."""
 
     def refuse(why: str) -> BlackboxError:
