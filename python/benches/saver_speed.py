@@ -41,8 +41,8 @@ from blackbox.langgraph import BlackboxSaver
 
 
 def checkpoints(n: int, threads: int) -> list[tuple[str, Checkpoint, CheckpointMetadata]]:
-    """n checkpoints over `threads` threads, each a chat-like state of a few hundred
-    bytes to a few KiB: (thread id, checkpoint, metadata)."""
+    """n checkpoints over `threads` threads, each a chat-like state of 0.4 to 2 KB
+    serialized: (thread id, checkpoint, metadata)."""
     out = []
     for i in range(n):
         thread = f"thread-{i % threads}"

@@ -248,6 +248,18 @@ def test_the_index_holds_a_bounded_cache_and_reads_older_checkpoints_from_the_lo
         assert [t.metadata["step"] for t in saver.list(config("t"), limit=3)] == [40, 39, 38]
 
 
+
+def test_a_buffered_recorder_s_checkpoints_read_back_before_they_are_flushed(log_dir):
+    # "buffered": record_evidence returns once the record is in the log's buffer, not
+    # yet where a reader sees it; a read that misses the cache flushes first.
+    with BlackboxSaver.open(log_dir, durability="buffered", cache_bytes=0) as saver:
+        saver.put(config("t"), checkpoint(1, {"x": 1}), {"step": 0}, {"x": 1})
+        saver.put_writes(config("t", "", cid(1)), [("x", 2)], "task")
+        t = saver.get_tuple(config("t"))
+        assert t.checkpoint["channel_values"] == {"x": 1}
+        assert t.pending_writes == [("task", "x", 2)]
+
+
 def test_records_of_the_saver_kinds_not_written_by_a_saver_are_refused(log_dir, tmp_path):
     with blackbox.Recorder(log_dir) as rec:
         seq = rec.record_evidence("langgraph.checkpoint", {"not": "a saver's"})
