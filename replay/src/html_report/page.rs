@@ -247,7 +247,7 @@ pub fn window(
                 (POINTS_MAX) " points are drawn as " (COLUMNS) " columns from min to max with their mean." }
             @for (kind, name, series) in plotted {
                 h3 { code { (kind) } " · " (name) }
-                p class="note" { (series.count) " events carry it in the window; " (series.summaries.len()) " summary windows" }
+                p class="note" { "Events carrying it in the window: " (series.count) "; summary windows: " (series.summaries.len()) "." }
                 (svg::plot(&scale, series, w.incident.as_ref()))
             }
         }
