@@ -30,6 +30,8 @@
 //!   key given twice.
 //! - [`import_mcap::import_mcap`]: an MCAP recording recorded into a log through a
 //!   policy, each message at its log time.
+//! - [`write_report`]: an incident (or any window, or the whole log) as one
+//!   self-contained HTML page.
 //! - [`verify_json`], [`history_entry`], [`rejection_json`]: reports as the command's
 //!   `--json` prints them.
 //! - [`parse_time`], [`format_time`], [`parse_duration`], [`parse_size`]: the command's
@@ -66,6 +68,7 @@
 mod decode;
 mod error;
 mod export;
+mod html_report;
 pub mod import_mcap;
 mod inputs;
 mod json;
@@ -96,6 +99,7 @@ pub use export::{
     ExportOptions, McapCompression, ParquetOptions, check_export_against_log, export_jsonl,
     export_jsonl_to, export_mcap, export_mcap_to, export_parquet,
 };
+pub use html_report::{ReportScope, ReportWritten, incidents, shell_word, write_report};
 pub use inputs::{open_log_dir, read_key_file};
 pub use json::{counters_json, hex, to_json};
 pub use manifest::{

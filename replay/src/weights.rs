@@ -413,7 +413,7 @@ impl RangeAccounting {
 
 /// `end - start` per kind, counter by counter (0 where a counter went down, which an
 /// intact log never shows).
-fn difference(
+pub(crate) fn difference(
     end: &BTreeMap<String, Counters>,
     start: &BTreeMap<String, Counters>,
 ) -> BTreeMap<String, Counters> {

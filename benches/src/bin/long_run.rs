@@ -11,7 +11,9 @@
 //! in four kinds, in turn; a knowledge-base commit every 10 000 events (an `assert` on
 //! one of 16 keys, citing the event just recorded); a working-memory `set` every 1 000
 //! events and a checkpoint every 100 000 (besides the recorder's own, every 60 s of its
-//! clock, and its accounting records, every 5 s).
+//! clock, and its accounting records, every 5 s). `robot.state` events carry two values;
+//! a `fault.overheat` event halfway through triggers an incident (2 s of pre-roll, 1 s
+//! of post-roll).
 //!
 //! Then each read is run `--runs` times (default 3) through the release `blackbox`
 //! binary (built first with cargo unless `--blackbox` names one), each run timed from
@@ -26,6 +28,8 @@
 //! | `replay` of 1 s | `blackbox replay --dir D --since T --until T+1s` |
 //! | `stats` | `blackbox stats --dir D` |
 //! | `verify` | `blackbox verify --dir D` |
+//! | `report` of the incident | `blackbox report --dir D --incident 1 --out F` |
+//! | `report` overview | `blackbox report --dir D --out F` |
 //!
 //! Every command's output goes to a pipe that is drained (the bytes are counted, so a
 //! command cannot print nothing unnoticed); a command that fails stops the bench. The
@@ -36,7 +40,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use blackbox::{Clock, Conditions, Config, Event, ManualClock, Provenance, Recorder};
+use blackbox::{
+    Clock, Conditions, Config, Event, IncidentPolicy, ManualClock, Policy, Provenance, Recorder,
+};
 use blackbox_benches::{BoxError, Result};
 use serde_json::json;
 
@@ -124,6 +130,16 @@ fn run(args: &Args) -> Result<()> {
     let mid = mid_ns.to_string();
     let mid_end = (mid_ns + 1_000_000_000).to_string();
     let key = "key.0".to_owned();
+    let incident_html = parent
+        .path()
+        .join("incident.html")
+        .to_string_lossy()
+        .into_owned();
+    let overview_html = parent
+        .path()
+        .join("overview.html")
+        .to_string_lossy()
+        .into_owned();
     let reads: Vec<(&str, Vec<String>)> = vec![
         ("state --at", argv(&["state", "--dir", &d, "--at", &mid])),
         ("kb get", argv(&["kb", "get", &key, "--dir", &d])),
@@ -138,6 +154,22 @@ fn run(args: &Args) -> Result<()> {
         ),
         ("stats", argv(&["stats", "--dir", &d])),
         ("verify", argv(&["verify", "--dir", &d])),
+        (
+            "report of the incident",
+            argv(&[
+                "report",
+                "--dir",
+                &d,
+                "--incident",
+                "1",
+                "--out",
+                &incident_html,
+            ]),
+        ),
+        (
+            "report overview",
+            argv(&["report", "--dir", &d, "--out", &overview_html]),
+        ),
     ];
     println!();
     println!(
@@ -196,7 +228,17 @@ fn seconds(s: f64) -> String {
 /// Writes the log; returns the clock's reading after the last event.
 fn write_log(dir: &Path, events: u64) -> Result<u64> {
     let clock = ManualClock::new(START_NS);
-    let recorder = Recorder::open(dir, Config::new().clock(Arc::new(clock.clone())))?;
+    let policy = Policy::builder()
+        .incident(IncidentPolicy {
+            preroll_ns: 2_000_000_000,
+            postroll_ns: 1_000_000_000,
+            ..IncidentPolicy::new(&["fault.*"])
+        })
+        .build()?;
+    let recorder = Recorder::open(
+        dir,
+        Config::new().policy(policy).clock(Arc::new(clock.clone())),
+    )?;
     let kb = recorder.kb()?;
     let mut payload = [0u8; PAYLOAD];
     for (i, b) in payload.iter_mut().enumerate() {
@@ -205,7 +247,15 @@ fn write_log(dir: &Path, events: u64) -> Result<u64> {
     for i in 0..events {
         payload[..8].copy_from_slice(&i.to_le_bytes());
         let kind = KINDS[usize::try_from(i % 4).unwrap_or(0)];
-        let event = Event::new(kind).source("bench").raw(&payload);
+        let t = i as f64 / 1000.0;
+        let values = [("x", t.sin()), ("v", (t * 0.3).cos())];
+        let mut event = Event::new(kind).source("bench").raw(&payload);
+        if kind == "robot.state" {
+            event = event.values(&values);
+        }
+        if i == events / 2 {
+            recorder.record(&Event::new("fault.overheat").source("bench"))?;
+        }
         if (i + 1).is_multiple_of(COMMIT_EVERY) {
             let seq = recorder.record_evidence(&event)?;
             let n = i / COMMIT_EVERY;

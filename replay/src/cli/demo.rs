@@ -89,7 +89,42 @@ pub fn run(args: Args) -> Res<()> {
     )?;
     simulate(&dir, &run)?;
     review(&mut out, &dir, &run)?;
+    let report = write_report(&dir)?;
+    line(&mut out, "")?;
+    line(
+        &mut out,
+        format!(
+            "Report: {} (open it in a browser; `blackbox report --dir {} --incident 1 --out FILE` writes it again)",
+            report.display(),
+            dir.display()
+        ),
+    )?;
     out.flush().map_err(super::stdout_error)
+}
+
+/// Writes the report of the run's incident beside the log (`DIR-report.html`); returns
+/// its path.
+fn write_report(dir: &Path) -> Res<std::path::PathBuf> {
+    let incident = blackbox_replay::incidents(dir, None)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| CliError::new("the demo's run recorded no incident"))?;
+    let (since_ns, until_ns) = super::report::incident_window(&incident);
+    let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    let mut name = dir_abs.file_name().unwrap_or("demo".as_ref()).to_owned();
+    name.push("-report.html");
+    let out = dir_abs.with_file_name(name);
+    let command = format!(
+        "blackbox report --dir {} --incident 1 --out {}",
+        blackbox_replay::shell_word(&dir.display().to_string()),
+        blackbox_replay::shell_word(&out.display().to_string())
+    );
+    let scope = blackbox_replay::ReportScope::Window {
+        since_ns,
+        until_ns,
+        incident: Some(incident),
+    };
+    Ok(blackbox_replay::write_report(dir, &scope, None, &command, &out)?.path)
 }
 
 /// The demo writes a new log: a directory that holds anything is refused.

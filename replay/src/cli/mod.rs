@@ -25,6 +25,7 @@ mod range;
 mod record;
 mod release;
 mod replay;
+mod report;
 mod state;
 mod stats;
 mod verify;
@@ -62,6 +63,8 @@ enum Command {
     Export(export::Args),
     /// Import an MCAP recording into a log through a retention policy.
     Import(import::Args),
+    /// Write an incident, a window or the whole log as one self-contained HTML page.
+    Report(report::Args),
     /// Record a simulated robot run with an incident into a new log, then review it.
     Demo(demo::Args),
     /// Release an incident: a recorder under a disk budget stops keeping its window.
@@ -91,6 +94,7 @@ pub fn main() -> ExitCode {
         Command::Kb(args) => kb::run(args),
         Command::Export(args) => export::run(args),
         Command::Import(args) => import::run(args),
+        Command::Report(args) => report::run(args),
         Command::Demo(args) => demo::run(args),
     };
     match result {

@@ -5,6 +5,7 @@
     reason = "each test binary uses a different part of these helpers"
 )]
 
+pub mod browser;
 pub mod python;
 
 use std::io::{BufRead, BufReader, Write};
