@@ -169,10 +169,7 @@ fn the_demo_incident_report_renders_with_the_demo_numbers() {
             "no plot of {kind} {name}"
         );
     }
-    assert_eq!(
-        plots.matches("<svg class=\"plot\"").count() >= named.len(),
-        true
-    );
+    assert!(plots.matches("<svg class=\"plot\"").count() >= named.len());
 
     // Knowledge base: each commit in the window has its row; the facts at the trigger
     // are the state's.
@@ -369,4 +366,69 @@ fn bad_requests_are_refused_with_one_sentence_and_nothing_written() {
     ]));
     assert!(err.contains("does not exist"), "{err}");
     assert!(!out.exists() && !inside.exists());
+}
+
+#[test]
+fn verify_checks_the_whole_log_and_a_damaged_log_gets_no_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("flight");
+    ok(&blackbox(&["demo", "--dir", s(&dir), "--seed", "9"]));
+    let verified: Value =
+        serde_json::from_str(&ok(&blackbox(&["verify", "--dir", s(&dir), "--json"]))).unwrap();
+    let page = tmp.path().join("r.html");
+    ok(&blackbox(&[
+        "report",
+        "--dir",
+        s(&dir),
+        "--incident",
+        "1",
+        "--verify",
+        "--out",
+        s(&page),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let integrity = section(&html, "integrity");
+    assert!(
+        integrity.contains(&format!(
+            "{} records in {} segments",
+            verified["records"], verified["segments"]
+        )),
+        "{integrity}"
+    );
+    assert!(integrity.contains("--verify --out"), "{integrity}");
+    ok(&blackbox(&[
+        "report",
+        "--dir",
+        s(&dir),
+        "--incident",
+        "1",
+        "--out",
+        s(&page),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(section(&html, "integrity").contains("intact where read"));
+
+    // A byte changed in the middle of the log's one segment.
+    let segment = common::segment_files(&dir).pop().unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    std::fs::write(&segment, &bytes).unwrap();
+    let name = segment.file_name().unwrap().to_string_lossy().into_owned();
+    for extra in [&[][..], &["--verify"][..]] {
+        let fresh = tmp.path().join("after-damage.html");
+        let mut args = vec![
+            "report",
+            "--dir",
+            s(&dir),
+            "--incident",
+            "1",
+            "--out",
+            s(&fresh),
+        ];
+        args.extend_from_slice(extra);
+        let err = fails(&blackbox(&args));
+        assert!(err.contains(&name), "{err}");
+        assert!(!fresh.exists(), "a report of a damaged log was written");
+    }
 }

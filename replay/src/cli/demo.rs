@@ -105,7 +105,7 @@ pub fn run(args: Args) -> Res<()> {
 /// Writes the report of the run's incident beside the log (`DIR-report.html`); returns
 /// its path.
 fn write_report(dir: &Path) -> Res<std::path::PathBuf> {
-    let incident = blackbox_replay::incidents(dir, None)?
+    let incident = blackbox_replay::incidents(dir, None, Some(1))?
         .into_iter()
         .next()
         .ok_or_else(|| CliError::new("the demo's run recorded no incident"))?;
@@ -124,7 +124,11 @@ fn write_report(dir: &Path) -> Res<std::path::PathBuf> {
         until_ns,
         incident: Some(incident),
     };
-    Ok(blackbox_replay::write_report(dir, &scope, None, &command, &out)?.path)
+    let options = blackbox_replay::ReportOptions {
+        command,
+        ..Default::default()
+    };
+    Ok(blackbox_replay::write_report(dir, &scope, &options, &out)?.path)
 }
 
 /// The demo writes a new log: a directory that holds anything is refused.

@@ -7,7 +7,8 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde_json::Value;
 
 use super::gather::{
-    CITED_MAX, COLUMNS, MARKS_MAX, OverviewData, POINTS_MAX, RATE_COLUMNS, WindowData,
+    CITED_MAX, COLUMNS, LANES_MAX, MARKS_MAX, OverviewData, PLOTS_MAX, POINTS_MAX, RATE_COLUMNS,
+    WindowData,
 };
 use super::svg::{self, Scale, relative, trim};
 use crate::decode::Incident;
@@ -144,20 +145,46 @@ fn accounting_table(kinds: &std::collections::BTreeMap<String, Counters>) -> Mar
     }
 }
 
-fn integrity(verify: &VerifyReport, digest: Option<&str>, command: &str, dir_arg: &str) -> Markup {
+/// What was checked before a page was written.
+#[derive(Debug)]
+pub enum Checked {
+    /// The whole log: `verify`'s report.
+    Whole(Box<VerifyReport>),
+    /// The log's structure (every segment's header and footer, in sequence; the last
+    /// segment read in full, as `blackbox digest` does), and every block the report
+    /// read; `chain` says whether those blocks' hash chain was checked (a keyed log
+    /// read without its key: not).
+    Window { records_read: u64, chain: bool },
+}
+
+fn integrity(checked: &Checked, digest: Option<&str>, command: &str, dir_arg: &str) -> Markup {
     html! {
         section id="integrity" {
             h2 { "Integrity, and how to reproduce this report" }
             table class="kv" {
-                tr { td { "verify" } td {
-                    span class="ok" { "intact" }
-                    " — " (verify.records) " records in " (verify.segments) " segments, " (verify.blocks)
-                    " blocks: every checksum and the hash chain checked"
-                    @if let Some((path, offset, len)) = &verify.torn_tail {
-                        "; a torn tail of " (len) " bytes at offset " (offset) " of " code { (path.display()) }
-                        " (an unfinished write: the records before it are intact)"
+                @match checked {
+                    Checked::Whole(verify) => {
+                        tr { td { "verify" } td {
+                            span class="ok" { "intact" }
+                            " — " (verify.records) " records in " (verify.segments) " segments, " (verify.blocks)
+                            " blocks: every checksum and the hash chain checked"
+                            @if let Some((path, offset, len)) = &verify.torn_tail {
+                                "; a torn tail of " (len) " bytes at offset " (offset) " of " code { (path.display()) }
+                                " (an unfinished write: the records before it are intact)"
+                            }
+                        } }
                     }
-                } }
+                    Checked::Window { records_read, chain } => {
+                        tr { td { "checked" } td {
+                            span class="ok" { "intact where read" }
+                            " — the " (records_read) " records this report read: their blocks' checksums"
+                            @if *chain { " and hash chain" } @else { " (not the hash chain: the log is keyed and no key was given)" }
+                            "; the log's structure: every segment's header and footer, in sequence, and its last segment in full. "
+                            "The rest of the log was not read: " code { "blackbox verify --dir " (dir_arg) } " checks every record, "
+                            "as does this report with " code { "--verify" } "."
+                        } }
+                    }
+                }
                 tr { td { "digest" } td { code class="digest" { (digest.unwrap_or("(empty log)")) } } }
                 tr { td { "check it later" } td { code { "blackbox verify --dir " (dir_arg) " --digest " (digest.unwrap_or("…")) } } }
                 tr { td { "this report" } td { code class="command" { (command) } } }
@@ -174,7 +201,7 @@ fn incident_title(i: &Incident) -> String {
 pub fn window(
     w: &WindowData,
     dir: &str,
-    verify: &VerifyReport,
+    checked: &Checked,
     digest: Option<&str>,
     command: &str,
 ) -> String {
@@ -235,6 +262,12 @@ pub fn window(
                 " Hover a mark for its details." }
             (legend())
             (svg::timeline(&scale, &w.lanes, &w.kb_changes, &w.cited, w.incident.as_ref(), &w.incidents.iter().filter(|o| Some(o.trigger_seq) != w.incident.as_ref().map(|i| i.trigger_seq)).cloned().collect::<Vec<_>>()))
+            @if !w.lanes_left_out.is_empty() {
+                p class="note" { "More kinds than the timeline draws (" (LANES_MAX) "): "
+                    (w.lanes_left_out.len()) " with fewer records have no lane: "
+                    @for (n, (k, count)) in w.lanes_left_out.iter().take(20).enumerate() { @if n > 0 { ", " } code { (k) } " (" (count) ")" }
+                    @if w.lanes_left_out.len() > 20 { ", …" } "." }
+            }
             @if !crowded.is_empty() {
                 p class="note" { "More than " (MARKS_MAX) " events in a lane are drawn as " (COLUMNS)
                     " columns, each as high as its count and coloured by its most common tier: "
@@ -249,6 +282,10 @@ pub fn window(
                 h3 { code { (kind) } " · " (name) }
                 p class="note" { "Events carrying it in the window: " (series.count) "; summary windows: " (series.summaries.len()) "." }
                 (svg::plot(&scale, series, w.incident.as_ref()))
+            }
+            @if w.plots_left_out > 0 {
+                p class="note" { (w.plots_left_out) " more values have no plot (at most " (PLOTS_MAX) " a page): "
+                    code { "blackbox replay --dir " (super::shell_word(dir)) " --since " (w.since_ns) " --until " (w.until_ns) } " prints them." }
             }
         }
         section id="kb" {
@@ -334,14 +371,14 @@ pub fn window(
             h2 { "Accounting of the window" }
             p class="note" {
                 "What the recorder counted per kind between the accounting record "
-                @match w.accounting_from { Some((seq, ts)) => { "at seq " (seq) " (" (at(ts)) ")" } None => { "(the log's start)" } }
+                @match w.accounting_from { Some(seq) => { "at seq " (seq) } None => { "(the log's start)" } }
                 " and the one "
-                @match w.accounting_to { Some((seq, ts)) => { "at seq " (seq) " (" (at(ts)) ")" } None => { "(none yet)" } }
+                @match w.accounting_to { Some(seq) => { "at seq " (seq) } None => { "(none yet)" } }
                 ": the window, and up to one accounting interval on each side."
             }
             (accounting_table(&w.accounting))
         }
-        (integrity(verify, digest, command, &super::shell_word(dir)))
+        (integrity(checked, digest, command, &super::shell_word(dir)))
     };
     page(&title, subtitle, &nav, body).into_string()
 }
@@ -360,7 +397,7 @@ pub struct LogFacts<'a> {
 pub fn overview(
     o: &OverviewData,
     facts: &LogFacts<'_>,
-    verify: &VerifyReport,
+    checked: &Checked,
     digest: Option<&str>,
     command: &str,
     dir_arg: &str,
@@ -430,7 +467,7 @@ pub fn overview(
                 (trim(facts.bytes as f64 / 1_048_576.0)) " MiB; "
                 (trim(facts.bytes as f64 / facts.records.max(1) as f64)) " bytes a record)." }
         }
-        (integrity(verify, digest, command, dir_arg))
+        (integrity(checked, digest, command, dir_arg))
     };
     page(title, subtitle, &nav, body).into_string()
 }

@@ -97,7 +97,11 @@ impl Scale {
         let mut out = Vec::new();
         while t <= self.until_ns as i128 && out.len() < 20 {
             let rel = t - origin;
-            out.push((self.x(t as u64), relative(rel)));
+            // t lies in [since, until] here: a u64.
+            out.push((
+                self.x(u64::try_from(t).unwrap_or(self.until_ns)),
+                relative(rel),
+            ));
             t += step_i;
         }
         out
@@ -148,7 +152,7 @@ pub fn tier_class(tier: WrittenTier) -> &'static str {
 fn c(v: f64) -> String {
     let r = (v * 10.0).round() / 10.0;
     if r.fract() == 0.0 {
-        format!("{}", r as i64)
+        format!("{r:.0}")
     } else {
         format!("{r:.1}")
     }
