@@ -32,7 +32,7 @@ pub struct Args {
     around: Option<u64>,
     /// How far on each side of --around (default 15s), or of the incident's trigger
     /// (default: its own pre-roll and post-roll, and a quarter of their span beyond).
-    #[arg(long, value_name = "D", value_parser = duration_arg)]
+    #[arg(long, value_name = "D", value_parser = duration_arg, allow_hyphen_values = true)]
     window: Option<u64>,
     /// Verify the whole log first, every record (the overview always does; a window's
     /// report checks the log's structure and every block it reads).
@@ -68,6 +68,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if args.window.is_some() && args.incident.is_none() && args.around.is_none() {
         return Err(CliError::new(
             "--window is the width around --incident or --around: give one of them",
+        ));
+    }
+    if args.out.as_os_str() == "-" {
+        return Err(CliError::new(
+            "a report is an HTML file: give --out FILE.html (it is not written to stdout)",
         ));
     }
     let mut command = format!(
@@ -144,6 +149,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let options = ReportOptions {
         key,
         command,
+        key_file: args.key_file.clone(),
         verify_whole_log: args.verify,
     };
     let written = blackbox_replay::write_report(dir, &scope, &options, &args.out)

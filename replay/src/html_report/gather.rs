@@ -75,6 +75,8 @@ pub struct Series {
     pub columns: Option<Vec<(u64, f64, f64, f64)>>,
     /// Events carrying the value.
     pub count: u64,
+    /// Of those, values that are not finite numbers (NaN, infinities): counted, not drawn.
+    pub not_finite: u64,
     /// Summary windows: (start, end, count, min, max, mean).
     pub summaries: Vec<(u64, u64, u64, f64, f64, f64)>,
 }
@@ -198,6 +200,10 @@ impl Lane {
 impl Series {
     fn add(&mut self, ts_ns: u64, value: f64, tier: WrittenTier, since_ns: u64, until_ns: u64) {
         self.count += 1;
+        if !value.is_finite() {
+            self.not_finite += 1;
+            return;
+        }
         if self.columns.is_none() && self.points.len() == POINTS_MAX {
             let mut columns = vec![(0, f64::INFINITY, f64::NEG_INFINITY, 0.0); COLUMNS];
             for (t, v, _) in self.points.drain(..) {
@@ -295,7 +301,7 @@ pub fn window(
         .collect();
     // The records cited: by the changes, then by the facts at the trigger.
     let mut wanted: BTreeSet<u64> = BTreeSet::new();
-    let mut cited_left_out = 0;
+    let mut left_out: BTreeSet<u64> = BTreeSet::new();
     let cites = kb_changes
         .iter()
         .flat_map(|c| c.evidence.iter().copied())
@@ -309,7 +315,7 @@ pub fn window(
         if wanted.len() < CITED_MAX {
             wanted.insert(seq);
         } else if !wanted.contains(&seq) {
-            cited_left_out += 1;
+            left_out.insert(seq);
         }
     }
     let mut cited: BTreeMap<u64, Option<Cited>> = wanted.iter().map(|&s| (s, None)).collect();
@@ -368,6 +374,10 @@ pub fn window(
                 ));
                 let by_name = series.entry(s.kind.clone()).or_default();
                 for (name, v) in &s.values {
+                    if !(v.min.is_finite() && v.max.is_finite() && v.mean.is_finite()) {
+                        by_name.entry(name.clone()).or_default().not_finite += v.count;
+                        continue;
+                    }
                     by_name.entry(name.clone()).or_default().summaries.push((
                         s.window_start_ns,
                         s.window_end_ns,
@@ -438,7 +448,7 @@ pub fn window(
         state,
         facts,
         cited,
-        cited_left_out,
+        cited_left_out: left_out.len(),
         accounting,
         accounting_from,
         accounting_to,
@@ -465,9 +475,9 @@ fn keep_busiest(lanes: &mut BTreeMap<String, Lane>) -> Vec<(String, u64)> {
     counts
         .split_off(LANES_MAX)
         .into_iter()
-        .map(|(n, kind)| {
-            lanes.remove(&kind);
-            (kind, n)
+        .filter_map(|(_, kind)| {
+            let lane = lanes.remove(&kind)?;
+            Some((kind, lane.by_tier.iter().sum::<u64>()))
         })
         .collect()
 }
@@ -578,6 +588,8 @@ pub struct OverviewData {
     pub incidents: Vec<(u64, Incident)>,
     pub kb_commits: u64,
     pub records_read: u64,
+    /// Kinds whose rates are not drawn (past [`LANES_MAX`], the least busy).
+    pub rates_left_out: usize,
 }
 
 /// Reads the overview's rates and incidents: one pass over the log's events, incidents
@@ -629,6 +641,18 @@ pub fn overview(
         }
     }
     incidents.sort_by_key(|(_, i)| i.trigger_ts_ns);
+    let mut rates_left_out = 0;
+    if rates.len() > LANES_MAX {
+        let mut busiest: Vec<(u64, &String)> = events.iter().map(|(k, &n)| (n, k)).collect();
+        busiest.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let drawn: BTreeSet<String> = busiest
+            .into_iter()
+            .take(LANES_MAX)
+            .map(|(_, k)| k.clone())
+            .collect();
+        rates.retain(|k, _| drawn.contains(k));
+        rates_left_out = events.len() - rates.len();
+    }
     Ok(OverviewData {
         first_ns,
         last_ns,
@@ -637,5 +661,6 @@ pub fn overview(
         incidents,
         kb_commits,
         records_read,
+        rates_left_out,
     })
 }

@@ -77,6 +77,8 @@ pub struct ReportOptions {
     pub key: Option<ChainKey>,
     /// The command line that writes the report again, shown on the page.
     pub command: String,
+    /// The key file the commands the page shows name (`--key-file`), for a keyed log.
+    pub key_file: Option<PathBuf>,
     /// Verify the whole log (every record) before a window's report, as the overview
     /// always does; without it, a window's report checks the log's structure and every
     /// block it reads.
@@ -123,6 +125,12 @@ pub fn write_report(
         )
     };
     let shown_dir = dir.display().to_string();
+    // The log as the commands on the page name it.
+    let mut dir_arg = shell_word(&shown_dir);
+    if let Some(k) = &options.key_file {
+        dir_arg.push_str(" --key-file ");
+        dir_arg.push_str(&shell_word(&k.display().to_string()));
+    }
     let (html, records_read) = match scope {
         ReportScope::Window {
             since_ns,
@@ -133,7 +141,14 @@ pub fn write_report(
             if let page::Checked::Window { records_read, .. } = &mut checked {
                 *records_read = data.records_read;
             }
-            let html = page::window(&data, &shown_dir, &checked, digest.as_deref(), command);
+            let html = page::window(
+                &data,
+                &shown_dir,
+                &dir_arg,
+                &checked,
+                digest.as_deref(),
+                command,
+            );
             (html, data.records_read)
         }
         ReportScope::Overview => {
@@ -156,7 +171,7 @@ pub fn write_report(
                 &checked,
                 digest.as_deref(),
                 command,
-                &shell_word(&shown_dir),
+                &dir_arg,
             );
             (html, data.records_read)
         }
