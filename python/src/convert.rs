@@ -132,6 +132,14 @@ impl<'a, 'py> AsJson<'a, 'py> {
         }
     }
 
+    /// The refusal of a `str` that UTF-8 cannot encode (a lone surrogate).
+    fn not_unicode(&self) -> PyErr {
+        InvalidInput::new_err(format!(
+            "{} holds a string with a lone surrogate, which UTF-8 (and so JSON text) cannot hold",
+            self.what
+        ))
+    }
+
     fn fail<E: serde::ser::Error>(&self, e: PyErr) -> E {
         self.failure.borrow_mut().get_or_insert(e);
         E::custom("refused")
@@ -147,7 +155,7 @@ impl Serialize for AsJson<'_, '_> {
             ))));
         }
         if let Ok(text) = obj.cast::<PyString>() {
-            return s.serialize_str(text.to_str().map_err(|e| self.fail(e))?);
+            return s.serialize_str(text.to_str().map_err(|_| self.fail(self.not_unicode()))?);
         }
         if let Ok(d) = obj.cast::<PyDict>() {
             let mut map = s.serialize_map(Some(d.len()))?;
@@ -159,7 +167,10 @@ impl Serialize for AsJson<'_, '_> {
                         type_name(&k)
                     ))));
                 };
-                map.serialize_entry(key.to_str().map_err(|e| self.fail(e))?, &self.child(&v))?;
+                map.serialize_entry(
+                    key.to_str().map_err(|_| self.fail(self.not_unicode()))?,
+                    &self.child(&v),
+                )?;
             }
             return map.end();
         }
@@ -331,7 +342,8 @@ pub fn replay_error(e: &blackbox_replay::Error) -> PyErr {
         | R::InvalidGlob { .. }
         | R::InvalidRecordType { .. }
         | R::InvalidKey { .. }
-        | R::PrunedBefore { .. } => InvalidInput::new_err(e.to_string()),
+        | R::PrunedBefore { .. }
+        | R::UnsafeOutput { .. } => InvalidInput::new_err(e.to_string()),
         _ => BlackboxError::new_err(e.to_string()),
     }
 }

@@ -55,7 +55,7 @@ pub fn export<'py>(
         }
     };
     let compression = match (format, compression) {
-        (_, None) | (_, Some("zstd")) => McapCompression::Zstd,
+        (_, None) | ("mcap", Some("zstd")) => McapCompression::Zstd,
         ("mcap", Some("lz4")) => McapCompression::Lz4,
         ("mcap", Some("none")) => McapCompression::None,
         ("mcap", Some(other)) => {
@@ -65,7 +65,7 @@ pub fn export<'py>(
         }
         (_, Some(_)) => {
             return Err(InvalidInput::new_err(
-                "compression is an MCAP option (Parquet pages are zstd): give format=\"mcap\"",
+                "compression is an MCAP option (Parquet pages are always zstd, JSON lines never compressed): give format=\"mcap\"",
             ));
         }
     };

@@ -98,3 +98,13 @@ def test_bad_input_raises_invalid_input(log_dir, command):
         blackbox.verify(log_dir, "not-a-digest")
     # Nothing refused was recorded.
     assert [e["kind"] for e in blackbox.replay(log_dir, types="event")] == ["a.b"]
+
+
+def test_a_string_utf8_cannot_hold_is_refused_by_name(log_dir):
+    with blackbox.Recorder(log_dir) as rec:
+        with pytest.raises(blackbox.InvalidInput, match="payload holds a string with a lone surrogate"):
+            rec.record("a.b", {"x": "\ud800"})
+        with pytest.raises(blackbox.InvalidInput, match="payload holds a string with a lone surrogate"):
+            rec.record("a.b", {"\udfff": 1})
+        rec.record("a.b", {"x": "é ✓"})
+    assert [e["payload"] for e in blackbox.replay(log_dir, types="event")] == [{"x": "é ✓"}]

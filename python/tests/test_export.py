@@ -93,6 +93,7 @@ def test_mcap_has_a_channel_per_kind_with_every_event(log_dir, tmp_path):
         ({"format": "jsonl", "partition": "kind"}, "are Parquet options"),
         ({"partition": "date"}, 'partition "date" is not one'),
         ({"compression": "lz4"}, "compression is an MCAP option"),
+        ({"format": "jsonl", "compression": "zstd"}, "compression is an MCAP option"),
         ({"format": "mcap", "compression": "gzip"}, 'compression "gzip" is not one of'),
     ],
 )
@@ -110,6 +111,6 @@ def test_a_summaries_file_over_the_export_and_an_output_inside_the_log_are_refus
     with pytest.raises(blackbox.BlackboxError, match="would overwrite the export"):
         blackbox.export(log_dir, out, summaries=tmp_path / "e.parquet.manifest.json")
     assert not out.exists()
-    with pytest.raises(blackbox.BlackboxError, match="refusing to write"):
+    with pytest.raises(blackbox.InvalidInput, match="refusing to write"):
         blackbox.export(log_dir, log_dir / "inside.parquet")
     assert blackbox.verify(log_dir)["intact"] is True

@@ -99,7 +99,9 @@ pub use export::{
     ExportOptions, McapCompression, ParquetOptions, check_export_against_log, export_jsonl,
     export_jsonl_to, export_mcap, export_mcap_to, export_parquet,
 };
-pub use html_report::{ReportScope, ReportWritten, incidents, shell_word, write_report};
+pub use html_report::{
+    ReportOptions, ReportScope, ReportWritten, incidents, shell_word, write_report,
+};
 pub use inputs::{open_log_dir, read_key_file};
 pub use json::{counters_json, hex, to_json};
 pub use manifest::{

@@ -430,13 +430,16 @@ impl Scan {
         // sparse index, whose entries carry the link before their block: the chain is
         // verified from there.
         scan.records = Some(reader.records((Bound::Included(Seq(scan.start)), hi))?);
-        if query.selects_by_kind() {
+        // A query of other records than events passes over the blocks that hold only
+        // events, as a query by kind passes over those of other kinds.
+        if query.selects_by_kind() || !query.type_selected(Some(RecordType::Event)) {
             scan.tag_kinds();
         }
         Ok(scan)
     }
 
-    /// Tells the read which kind ids the query selects, among the names known so far:
+    /// Tells the read which kind ids the query selects, among the names known so far
+    /// (none when it selects no events):
     /// the blocks of sealed segments that hold only events of other kinds (and no
     /// other record) are then skipped unread. A block that holds a dictionary record is
     /// always read, and a kind is named before its first event, so every kind is known
@@ -447,9 +450,10 @@ impl Scan {
             return;
         }
         self.tagged_names = Some(names.len());
+        let events = self.query.type_selected(Some(RecordType::Event));
         let mut ids: Vec<u32> = names
             .iter()
-            .filter(|(_, name)| self.query.kind_selected(Some(name)))
+            .filter(|(_, name)| events && self.query.kind_selected(Some(name)))
             .map(|(id, _)| id)
             .collect();
         ids.sort_unstable();

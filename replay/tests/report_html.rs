@@ -169,10 +169,7 @@ fn the_demo_incident_report_renders_with_the_demo_numbers() {
             "no plot of {kind} {name}"
         );
     }
-    assert_eq!(
-        plots.matches("<svg class=\"plot\"").count() >= named.len(),
-        true
-    );
+    assert!(plots.matches("<svg class=\"plot\"").count() >= named.len());
 
     // Knowledge base: each commit in the window has its row; the facts at the trigger
     // are the state's.
@@ -246,7 +243,27 @@ fn the_demo_incident_report_renders_with_the_demo_numbers() {
         assert_eq!(shown, diff, "{kind}");
     }
     assert!(rows >= 8);
-    assert!(accounting.contains("are not in the log as events"));
+    // Not in the log as events: what was sampled out, summarized, dropped or lost, but
+    // for what the pre-roll ring wrote in full anyway.
+    let total = |c: &str| -> u64 {
+        end.iter()
+            .map(|(kind, e)| n(&e[c]) - start.get(kind).map_or(0, |s: &Value| n(&s[c])))
+            .sum()
+    };
+    let missing = total("sampled_out")
+        + total("summarized")
+        + total("dropped")
+        + total("overflow")
+        + total("lost")
+        - total("preroll");
+    assert!(total("preroll") > 0);
+    assert!(
+        accounting.contains(&format!(
+            "{missing} of {} events seen are not in the log as events.",
+            total("seen")
+        )),
+        "{accounting}"
+    );
 
     // Integrity: the digest the command gives.
     let digest = ok(&blackbox(&["digest", "--dir", s(&dir)]));
@@ -369,4 +386,128 @@ fn bad_requests_are_refused_with_one_sentence_and_nothing_written() {
     ]));
     assert!(err.contains("does not exist"), "{err}");
     assert!(!out.exists() && !inside.exists());
+    let err = fails(&blackbox(&["report", "--dir", s(&dir), "--out", "-"]));
+    assert!(err.contains("--out FILE.html"), "{err}");
+
+    // The demo refuses to write its report over a file beside the log.
+    let taken = tmp.path().join("again-report.html");
+    std::fs::write(&taken, "precious").unwrap();
+    let err = fails(&blackbox(&["demo", "--dir", s(&tmp.path().join("again"))]));
+    assert!(err.contains("again-report.html exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&taken).unwrap(), "precious");
+    assert!(!tmp.path().join("again").exists());
+}
+
+#[test]
+fn verify_checks_the_whole_log_and_a_damaged_log_gets_no_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("flight");
+    ok(&blackbox(&["demo", "--dir", s(&dir), "--seed", "9"]));
+    let verified: Value =
+        serde_json::from_str(&ok(&blackbox(&["verify", "--dir", s(&dir), "--json"]))).unwrap();
+    let page = tmp.path().join("r.html");
+    ok(&blackbox(&[
+        "report",
+        "--dir",
+        s(&dir),
+        "--incident",
+        "1",
+        "--verify",
+        "--out",
+        s(&page),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let integrity = section(&html, "integrity");
+    assert!(
+        integrity.contains(&format!(
+            "{} records in {} segment",
+            verified["records"], verified["segments"]
+        )),
+        "{integrity}"
+    );
+    assert!(integrity.contains("--verify --out"), "{integrity}");
+    ok(&blackbox(&[
+        "report",
+        "--dir",
+        s(&dir),
+        "--incident",
+        "1",
+        "--out",
+        s(&page),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(section(&html, "integrity").contains("intact where read"));
+
+    // A byte changed in the middle of the log's one segment.
+    let segment = common::segment_files(&dir).pop().unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    std::fs::write(&segment, &bytes).unwrap();
+    let name = segment.file_name().unwrap().to_string_lossy().into_owned();
+    for extra in [&[][..], &["--verify"][..]] {
+        let fresh = tmp.path().join("after-damage.html");
+        let mut args = vec![
+            "report",
+            "--dir",
+            s(&dir),
+            "--incident",
+            "1",
+            "--out",
+            s(&fresh),
+        ];
+        args.extend_from_slice(extra);
+        let err = fails(&blackbox(&args));
+        assert!(err.contains(&name), "{err}");
+        assert!(!fresh.exists(), "a report of a damaged log was written");
+    }
+}
+
+#[test]
+fn values_a_plot_cannot_scale_and_a_keyed_log_still_render_with_working_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("keyed");
+    let key = tmp.path().join("chain.key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    // A flat series of huge values (a time in ns), and a series spanning 1e300.
+    let mut lines = String::new();
+    for _ in 0..3 {
+        lines.push_str("{\"kind\":\"clock.t\",\"values\":{\"now_ns\":1.7e18}}\n");
+    }
+    lines.push_str("{\"kind\":\"wide.v\",\"values\":{\"v\":-1e300}}\n");
+    lines.push_str("{\"kind\":\"wide.v\",\"values\":{\"v\":1e300}}\n");
+    let out = common::record(&dir, &lines, &["--key-file", s(&key)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = tmp.path().join("k.html");
+    ok(&blackbox(&[
+        "report",
+        "--dir",
+        s(&dir),
+        "--key-file",
+        s(&key),
+        "--around",
+        "now",
+        "--window",
+        "10m",
+        "--out",
+        s(&page),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    for bad in ["NaN", "inf\"", "=\"-inf"] {
+        assert!(!html.contains(bad), "{bad} in the page");
+    }
+    let (_, console) = browser::dump_dom(&page);
+    assert!(console.is_empty(), "console messages: {console:?}");
+    // The page's verify command names the key, and works.
+    let integrity = section(&html, "integrity");
+    let start = integrity.find("blackbox verify --dir ").unwrap();
+    let end = start + integrity[start..].find("</code>").unwrap();
+    let command = &integrity[start..end];
+    assert!(command.contains("--key-file"), "{command}");
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    ok(&blackbox(&args));
 }

@@ -102,18 +102,23 @@ pub fn run(args: Args) -> Res<()> {
     out.flush().map_err(super::stdout_error)
 }
 
+/// Where the demo writes its report: `DIR-report.html` beside the log.
+fn report_path(dir: &Path) -> std::path::PathBuf {
+    let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    let mut name = dir_abs.file_name().unwrap_or("demo".as_ref()).to_owned();
+    name.push("-report.html");
+    dir_abs.with_file_name(name)
+}
+
 /// Writes the report of the run's incident beside the log (`DIR-report.html`); returns
 /// its path.
 fn write_report(dir: &Path) -> Res<std::path::PathBuf> {
-    let incident = blackbox_replay::incidents(dir, None)?
+    let incident = blackbox_replay::incidents(dir, None, Some(1))?
         .into_iter()
         .next()
         .ok_or_else(|| CliError::new("the demo's run recorded no incident"))?;
     let (since_ns, until_ns) = super::report::incident_window(&incident);
-    let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
-    let mut name = dir_abs.file_name().unwrap_or("demo".as_ref()).to_owned();
-    name.push("-report.html");
-    let out = dir_abs.with_file_name(name);
+    let out = report_path(dir);
     let command = format!(
         "blackbox report --dir {} --incident 1 --out {}",
         blackbox_replay::shell_word(&dir.display().to_string()),
@@ -124,11 +129,23 @@ fn write_report(dir: &Path) -> Res<std::path::PathBuf> {
         until_ns,
         incident: Some(incident),
     };
-    Ok(blackbox_replay::write_report(dir, &scope, None, &command, &out)?.path)
+    let options = blackbox_replay::ReportOptions {
+        command,
+        ..Default::default()
+    };
+    Ok(blackbox_replay::write_report(dir, &scope, &options, &out)?.path)
 }
 
-/// The demo writes a new log: a directory that holds anything is refused.
+/// The demo writes a new log, and its report beside it: a directory that holds anything,
+/// or a report file already there, is refused.
 fn check_new(dir: &Path) -> Res<()> {
+    let report = report_path(dir);
+    if std::fs::symlink_metadata(&report).is_ok() {
+        return Err(CliError::new(format!(
+            "{} exists: the demo writes its report there, beside the log; move it or give another --dir",
+            report.display()
+        )));
+    }
     match std::fs::read_dir(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(CliError::new(format!(

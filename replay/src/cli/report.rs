@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use blackbox_replay::{Incident, ReportScope, format_time, shell_word};
+use blackbox_replay::{Incident, ReportOptions, ReportScope, format_time, shell_word};
 
 use super::range::duration_arg;
 use super::{CliError, DirArg, key_from, line, time_arg};
@@ -32,8 +32,12 @@ pub struct Args {
     around: Option<u64>,
     /// How far on each side of --around (default 15s), or of the incident's trigger
     /// (default: its own pre-roll and post-roll, and a quarter of their span beyond).
-    #[arg(long, value_name = "D", value_parser = duration_arg)]
+    #[arg(long, value_name = "D", value_parser = duration_arg, allow_hyphen_values = true)]
     window: Option<u64>,
+    /// Verify the whole log first, every record (the overview always does; a window's
+    /// report checks the log's structure and every block it reads).
+    #[arg(long)]
+    verify: bool,
     /// The HTML file to write (replaced if it exists; never inside a log directory).
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
@@ -66,19 +70,34 @@ pub fn run(args: Args) -> Result<(), CliError> {
             "--window is the width around --incident or --around: give one of them",
         ));
     }
+    if args.out.as_os_str() == "-" {
+        return Err(CliError::new(
+            "a report is an HTML file: give --out FILE.html (it is not written to stdout)",
+        ));
+    }
     let mut command = format!(
         "blackbox report --dir {}",
         shell_word(&dir.display().to_string())
     );
     let scope = if let Some(n) = args.incident {
-        let all = blackbox_replay::incidents(dir, key.clone())
+        // The N-th from the start needs the first N only.
+        let limit = usize::try_from(n).ok().filter(|&n| n > 0);
+        let all = blackbox_replay::incidents(dir, key.clone(), limit)
             .map_err(|e| super::damage::fail(dir, false, e))?;
         let index = if n > 0 {
             usize::try_from(n - 1).ok()
         } else {
-            all.len().checked_sub(n.unsigned_abs() as usize)
+            usize::try_from(n.unsigned_abs())
+                .ok()
+                .and_then(|back| all.len().checked_sub(back))
         };
         let Some(incident) = index.and_then(|i| all.get(i)).cloned().filter(|_| n != 0) else {
+            if all.is_empty() {
+                return Err(CliError::new(format!(
+                    "--incident {n}: {} holds no incident: leave --incident out for the whole log, or give --around a time",
+                    dir.display()
+                )));
+            }
             return Err(CliError::new(format!(
                 "--incident {n}: {} holds {} incident{}: give 1 to {} (or -1 for the last)",
                 dir.display(),
@@ -114,14 +133,26 @@ pub fn run(args: Args) -> Result<(), CliError> {
     } else {
         ReportScope::Overview
     };
-    if args.key_file.is_some() {
-        command.push_str(" --key-file K");
+    if args.verify {
+        command.push_str(" --verify");
+    }
+    if let Some(path) = &args.key_file {
+        command.push_str(&format!(
+            " --key-file {}",
+            shell_word(&path.display().to_string())
+        ));
     }
     command.push_str(&format!(
         " --out {}",
         shell_word(&args.out.display().to_string())
     ));
-    let written = blackbox_replay::write_report(dir, &scope, key, &command, &args.out)
+    let options = ReportOptions {
+        key,
+        command,
+        key_file: args.key_file.clone(),
+        verify_whole_log: args.verify,
+    };
+    let written = blackbox_replay::write_report(dir, &scope, &options, &args.out)
         .map_err(|e| super::damage::fail(dir, false, e))?;
     let what = match &scope {
         ReportScope::Overview => "the log's overview".to_owned(),

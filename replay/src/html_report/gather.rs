@@ -24,8 +24,19 @@ pub const POINTS_MAX: usize = 2_000;
 /// Columns a crowded lane or plot is drawn in.
 pub const COLUMNS: usize = 500;
 
+/// Lanes a timeline draws: past this many kinds, the busiest are drawn and the others
+/// named in a note.
+pub const LANES_MAX: usize = 100;
+
+/// Plots a window's page draws (one per kind and value name), at most.
+pub const PLOTS_MAX: usize = 60;
+
 /// Records the report lists as cited (the knowledge base's evidence), at most.
 pub const CITED_MAX: usize = 200;
+
+/// Cited records this many seqs apart or closer are read in one pass (a pass over that
+/// many records costs about as much as opening a read).
+const CITED_RUN_SEQS: u64 = 200_000;
 
 /// Longest payload text the report shows of a record.
 pub const EXCERPT_CHARS: usize = 240;
@@ -64,6 +75,8 @@ pub struct Series {
     pub columns: Option<Vec<(u64, f64, f64, f64)>>,
     /// Events carrying the value.
     pub count: u64,
+    /// Of those, values that are not finite numbers (NaN, infinities): counted, not drawn.
+    pub not_finite: u64,
     /// Summary windows: (start, end, count, min, max, mean).
     pub summaries: Vec<(u64, u64, u64, f64, f64, f64)>,
 }
@@ -106,8 +119,13 @@ pub struct WindowData {
     /// Other incidents whose trigger falls in the window.
     pub incidents: Vec<Incident>,
     pub lanes: BTreeMap<String, Lane>,
-    /// Per kind, per value name.
+    /// Kinds with events in the window that have no lane (past [`LANES_MAX`]), with
+    /// their counts.
+    pub lanes_left_out: Vec<(String, u64)>,
+    /// Per kind, per value name (at most [`PLOTS_MAX`] in all).
     pub series: BTreeMap<String, BTreeMap<String, Series>>,
+    /// Values left without a plot past [`PLOTS_MAX`].
+    pub plots_left_out: usize,
     pub kb_changes: Vec<KbChange>,
     /// The state at the trigger (or at the window's end without one).
     pub state: State,
@@ -119,19 +137,27 @@ pub struct WindowData {
     pub cited_left_out: usize,
     /// Per kind, what the accounting counts between `accounting_from` and `accounting_to`.
     pub accounting: BTreeMap<String, Counters>,
-    /// The accounting records the counts run between: (seq, time) each, `None` at the
-    /// log's start.
-    pub accounting_from: Option<(u64, u64)>,
-    pub accounting_to: Option<(u64, u64)>,
+    /// The seqs of the accounting records the counts run between (`None`: the log's
+    /// start; none after the window).
+    pub accounting_from: Option<u64>,
+    pub accounting_to: Option<u64>,
     /// Records read for the window.
     pub records_read: u64,
 }
 
 /// The column of `ts` in a window of `COLUMNS` columns.
 pub fn column_of(ts_ns: u64, since_ns: u64, until_ns: u64) -> usize {
-    let span = until_ns.saturating_sub(since_ns).max(1) as f64;
-    let x = ts_ns.saturating_sub(since_ns) as f64 / span;
-    ((x * COLUMNS as f64) as usize).min(COLUMNS - 1)
+    bucket(
+        ts_ns.saturating_sub(since_ns),
+        until_ns.saturating_sub(since_ns),
+        COLUMNS,
+    )
+}
+
+/// Which of `n` equal parts of `[0, span]` holds `offset` (the last one past the end).
+pub fn bucket(offset: u64, span: u64, n: usize) -> usize {
+    let i = u128::from(offset) * n as u128 / u128::from(span.max(1));
+    usize::try_from(i).map_or(n - 1, |i| i.min(n - 1))
 }
 
 fn tier_index(tier: WrittenTier) -> usize {
@@ -174,6 +200,10 @@ impl Lane {
 impl Series {
     fn add(&mut self, ts_ns: u64, value: f64, tier: WrittenTier, since_ns: u64, until_ns: u64) {
         self.count += 1;
+        if !value.is_finite() {
+            self.not_finite += 1;
+            return;
+        }
         if self.columns.is_none() && self.points.len() == POINTS_MAX {
             let mut columns = vec![(0, f64::INFINITY, f64::NEG_INFINITY, 0.0); COLUMNS];
             for (t, v, _) in self.points.drain(..) {
@@ -271,7 +301,7 @@ pub fn window(
         .collect();
     // The records cited: by the changes, then by the facts at the trigger.
     let mut wanted: BTreeSet<u64> = BTreeSet::new();
-    let mut cited_left_out = 0;
+    let mut left_out: BTreeSet<u64> = BTreeSet::new();
     let cites = kb_changes
         .iter()
         .flat_map(|c| c.evidence.iter().copied())
@@ -285,7 +315,7 @@ pub fn window(
         if wanted.len() < CITED_MAX {
             wanted.insert(seq);
         } else if !wanted.contains(&seq) {
-            cited_left_out += 1;
+            left_out.insert(seq);
         }
     }
     let mut cited: BTreeMap<u64, Option<Cited>> = wanted.iter().map(|&s| (s, None)).collect();
@@ -344,6 +374,10 @@ pub fn window(
                 ));
                 let by_name = series.entry(s.kind.clone()).or_default();
                 for (name, v) in &s.values {
+                    if !(v.min.is_finite() && v.max.is_finite() && v.mean.is_finite()) {
+                        by_name.entry(name.clone()).or_default().not_finite += v.count;
+                        continue;
+                    }
                     by_name.entry(name.clone()).or_default().summaries.push((
                         s.window_start_ns,
                         s.window_end_ns,
@@ -357,50 +391,95 @@ pub fn window(
             _ => {}
         }
     }
-    // Cited records outside the window: one read each.
+    // Cited records outside the window: read in runs of nearby seqs, one read a run.
     let missing: Vec<u64> = cited
         .iter()
         .filter(|(_, c)| c.is_none())
         .map(|(&s, _)| s)
         .collect();
-    for seq in missing {
+    for run in runs(&missing, CITED_RUN_SEQS) {
+        let (Some(&first), Some(&last)) = (run.first(), run.last()) else {
+            continue;
+        };
         let q = Query::new()
-            .from_seq(seq)
-            .to_seq(seq)
+            .from_seq(first)
+            .to_seq(last)
             .types([RecordType::Event])
-            .key(key.clone());
-        if let Some(r) = Replay::open(dir, &q)?.next().transpose()?
-            && let Body::Event(e) = r.body
-        {
-            cited.insert(
-                seq,
-                Some(Cited {
+            .key(key.clone())
+            .order(Order::Log);
+        let mut replay = Replay::open(dir, &q)?;
+        while let Some(r) = replay.next_view() {
+            let r = r?;
+            if let (Some(slot), BodyRef::Event(e)) = (cited.get_mut(&r.seq), &r.body) {
+                *slot = Some(Cited {
                     ts_ns: e.recorded_ns,
-                    kind: e.kind,
-                    excerpt: payload_excerpt(&e.payload),
-                }),
-            );
+                    kind: e.kind.to_owned(),
+                    excerpt: payload_excerpt(&e.payload.to_payload()),
+                });
+            }
         }
     }
     let (accounting, accounting_from, accounting_to) =
-        window_accounting(dir, key, &before, until_ns)?;
+        window_accounting(dir, key, &before, &state, until_ns)?;
+    let lanes_left_out = keep_busiest(&mut lanes);
+    series.retain(|kind, _| lanes.contains_key(kind));
+    let mut plots = 0;
+    let mut plots_left_out = 0;
+    for by_name in series.values_mut() {
+        by_name.retain(|_, _| {
+            plots += 1;
+            if plots > PLOTS_MAX {
+                plots_left_out += 1;
+            }
+            plots <= PLOTS_MAX
+        });
+    }
+    series.retain(|_, by_name| !by_name.is_empty());
     Ok(WindowData {
         since_ns,
         until_ns,
         incident,
         incidents,
         lanes,
+        lanes_left_out,
         series,
+        plots_left_out,
         kb_changes,
         state,
         facts,
         cited,
-        cited_left_out,
+        cited_left_out: left_out.len(),
         accounting,
         accounting_from,
         accounting_to,
         records_read,
     })
+}
+
+/// Keeps the [`LANES_MAX`] busiest lanes; returns the others' kinds and counts, busiest
+/// first.
+fn keep_busiest(lanes: &mut BTreeMap<String, Lane>) -> Vec<(String, u64)> {
+    if lanes.len() <= LANES_MAX {
+        return Vec::new();
+    }
+    let mut counts: Vec<(u64, String)> = lanes
+        .iter()
+        .map(|(k, l)| {
+            (
+                l.by_tier.iter().sum::<u64>() + l.summaries.len() as u64,
+                k.clone(),
+            )
+        })
+        .collect();
+    counts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    counts
+        .split_off(LANES_MAX)
+        .into_iter()
+        .filter_map(|(_, kind)| {
+            let lane = lanes.remove(&kind)?;
+            Some((kind, lane.by_tier.iter().sum::<u64>()))
+        })
+        .collect()
 }
 
 /// The changes of one commit record, each key's value before and after it; `values`
@@ -447,44 +526,51 @@ fn changes(
 
 /// The counts between the last accounting record before the window (from `before`) and
 /// the first one at or after its end (the last one in the log if none is).
+/// A window's accounting: per kind, the counts; the seqs of the accounting records
+/// they run from and to.
+type WindowAccounting = (BTreeMap<String, Counters>, Option<u64>, Option<u64>);
+
 fn window_accounting(
     dir: &Path,
     key: Option<ChainKey>,
     before: &State,
+    within: &State,
     until_ns: u64,
-) -> Result<(
-    BTreeMap<String, Counters>,
-    Option<(u64, u64)>,
-    Option<(u64, u64)>,
-)> {
+) -> Result<WindowAccounting> {
+    // From the running totals at a point inside the window, the accounting records
+    // after it up to the first at or after the window's end, folded in.
     let q = Query::new()
-        .since(until_ns)
+        .since(within.at_ns)
         .types([RecordType::Accounting])
-        .key(key.clone())
+        .key(key)
         .order(Order::Log);
-    let mut end: Option<(u64, u64, BTreeMap<String, Counters>)> = None;
-    let after = state_at(dir, until_ns, key.clone())?;
-    let mut totals = after.kinds.clone();
-    // The first accounting record after the window's end: the running totals at
-    // `until_ns` folded with its changes.
+    let mut totals = within.kinds.clone();
+    let mut to = within.accounting_seq;
     for r in Replay::open(dir, &q)? {
         let r = r?;
         if let Body::Accounting(a) = r.body {
             a.fold_into(&mut totals);
-            end = Some((r.seq, r.ts_ns, totals));
-            break;
+            to = Some(r.seq);
+            if r.ts_ns >= until_ns {
+                break;
+            }
         }
     }
-    let (to, end_totals) = match end {
-        Some((seq, ts, t)) => (Some((seq, ts)), t),
-        None => (
-            after.accounting_seq.map(|s| (s, after.at_ns.min(until_ns))),
-            after.kinds,
-        ),
-    };
-    let from = before.accounting_seq.map(|s| (s, before.at_ns));
-    let kinds = crate::weights::difference(&end_totals, &before.kinds);
-    Ok((kinds, from, to))
+    let kinds = crate::weights::difference(&totals, &before.kinds);
+    Ok((kinds, before.accounting_seq, to))
+}
+
+/// Sorted seqs in runs whose first and last are at most `span` apart.
+fn runs(seqs: &[u64], span: u64) -> Vec<&[u64]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=seqs.len() {
+        if i == seqs.len() || seqs[i] - seqs[start] > span {
+            out.push(&seqs[start..i]);
+            start = i;
+        }
+    }
+    out
 }
 
 /// Rate columns of the overview: the log's span in this many.
@@ -502,6 +588,8 @@ pub struct OverviewData {
     pub incidents: Vec<(u64, Incident)>,
     pub kb_commits: u64,
     pub records_read: u64,
+    /// Kinds whose rates are not drawn (past [`LANES_MAX`], the least busy).
+    pub rates_left_out: usize,
 }
 
 /// Reads the overview's rates and incidents: one pass over the log's events, incidents
@@ -526,14 +614,13 @@ pub fn overview(
     let mut incidents = Vec::new();
     let mut kb_commits = 0;
     let mut records_read = 0;
-    let span = last_ns.saturating_sub(first_ns).max(1) as f64;
+    let span = last_ns.saturating_sub(first_ns);
     while let Some(r) = replay.next_view() {
         let r = r?;
         records_read += 1;
         match &r.body {
             BodyRef::Event(e) => {
-                let x = e.recorded_ns.saturating_sub(first_ns) as f64 / span;
-                let col = ((x * RATE_COLUMNS as f64) as usize).min(RATE_COLUMNS - 1);
+                let col = bucket(e.recorded_ns.saturating_sub(first_ns), span, RATE_COLUMNS);
                 let row = match rates.get_mut(e.kind) {
                     Some(row) => row,
                     None => rates
@@ -554,6 +641,18 @@ pub fn overview(
         }
     }
     incidents.sort_by_key(|(_, i)| i.trigger_ts_ns);
+    let mut rates_left_out = 0;
+    if rates.len() > LANES_MAX {
+        let mut busiest: Vec<(u64, &String)> = events.iter().map(|(k, &n)| (n, k)).collect();
+        busiest.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let drawn: BTreeSet<String> = busiest
+            .into_iter()
+            .take(LANES_MAX)
+            .map(|(_, k)| k.clone())
+            .collect();
+        rates.retain(|k, _| drawn.contains(k));
+        rates_left_out = events.len() - rates.len();
+    }
     Ok(OverviewData {
         first_ns,
         last_ns,
@@ -562,5 +661,6 @@ pub fn overview(
         incidents,
         kb_commits,
         records_read,
+        rates_left_out,
     })
 }

@@ -11,6 +11,7 @@ mod svg;
 use std::path::{Path, PathBuf};
 
 use blackbox::ChainKey;
+use blackbox_log::{LogReader, ReaderOptions};
 
 use crate::decode::{Body, Incident, RecordType};
 use crate::error::{Error, Result};
@@ -43,22 +44,25 @@ pub struct ReportWritten {
     pub path: PathBuf,
     /// Its size.
     pub bytes: u64,
-    /// Records read for it (the verify pass aside).
+    /// Records read for it (a verify pass aside).
     pub records_read: u64,
 }
 
-/// The incidents of a log, in log order.
+/// The incidents of a log, in log order: every one, or the first `limit`.
 ///
 /// # Errors
 ///
 /// As [`Replay::open`].
-pub fn incidents(dir: &Path, key: Option<ChainKey>) -> Result<Vec<Incident>> {
+pub fn incidents(dir: &Path, key: Option<ChainKey>, limit: Option<usize>) -> Result<Vec<Incident>> {
     let q = Query::new()
         .types([RecordType::Incident])
         .key(key)
         .order(Order::Log);
     let mut out = Vec::new();
     for r in Replay::open(dir, &q)? {
+        if limit.is_some_and(|l| out.len() >= l) {
+            break;
+        }
         if let Body::Incident(i) = r?.body {
             out.push(i);
         }
@@ -66,29 +70,67 @@ pub fn incidents(dir: &Path, key: Option<ChainKey>) -> Result<Vec<Incident>> {
     Ok(out)
 }
 
+/// How a report is made, beyond what it covers.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// The chain key of a keyed log.
+    pub key: Option<ChainKey>,
+    /// The command line that writes the report again, shown on the page.
+    pub command: String,
+    /// The key file the commands the page shows name (`--key-file`), for a keyed log.
+    pub key_file: Option<PathBuf>,
+    /// Verify the whole log (every record) before a window's report, as the overview
+    /// always does; without it, a window's report checks the log's structure and every
+    /// block it reads.
+    pub verify_whole_log: bool,
+}
+
 /// Writes the report of `scope` over the log in `dir` to `out` (replaced if it exists,
 /// never inside a log directory; written under a temporary name and renamed into place).
-/// `command` is the command line that makes it again, shown in the report.
 ///
-/// The log is verified whole first (every checksum and the hash chain): a report is
-/// made of an intact log only, and shows the verify result and the digest.
+/// What is checked first, and shown on the page: for the overview (and a window's
+/// report with [`ReportOptions::verify_whole_log`]), the whole log, as `blackbox verify`
+/// does; for a window's report, the log's structure (every segment's header and
+/// footer, in sequence, and the last segment in full, as `blackbox digest` does) and every
+/// block the report reads (checksums and hash chain), so that its cost follows the
+/// window, not the log. Damage found fails the report.
 ///
 /// # Errors
 ///
-/// [`Error::UnsafeOutput`]; damage ([`blackbox_log::verify`]'s errors); a record that
-/// does not decode; I/O.
+/// [`Error::UnsafeOutput`]; damage; a record that does not decode; I/O.
 pub fn write_report(
     dir: &Path,
     scope: &ReportScope,
-    key: Option<ChainKey>,
-    command: &str,
+    options: &ReportOptions,
     out: &Path,
 ) -> Result<ReportWritten> {
     let mut file = AtomicFile::create(out)?;
     open_log_dir(dir)?;
-    let verify = blackbox_log::verify(dir, key.as_ref(), None).map_err(Error::from)?;
-    let digest = verify.last.map(|d| d.to_string());
+    let key = options.key.clone();
+    let command = options.command.as_str();
+    let verify_whole = options.verify_whole_log || *scope == ReportScope::Overview;
+    let (mut checked, digest) = if verify_whole {
+        let verify = blackbox_log::verify(dir, key.as_ref(), None).map_err(Error::from)?;
+        let digest = verify.last.map(|d| d.to_string());
+        (page::Checked::Whole(Box::new(verify)), digest)
+    } else {
+        let reader = LogReader::open_with(dir, ReaderOptions { key: key.clone() })?;
+        let digest = reader.digest()?.map(|d| d.to_string());
+        (
+            page::Checked::Window {
+                records_read: 0,
+                chain: reader.chain_verified(),
+            },
+            digest,
+        )
+    };
     let shown_dir = dir.display().to_string();
+    // The log as the commands on the page name it.
+    let mut dir_arg = shell_word(&shown_dir);
+    if let Some(k) = &options.key_file {
+        dir_arg.push_str(" --key-file ");
+        dir_arg.push_str(&shell_word(&k.display().to_string()));
+    }
     let (html, records_read) = match scope {
         ReportScope::Window {
             since_ns,
@@ -96,7 +138,17 @@ pub fn write_report(
             incident,
         } => {
             let data = gather::window(dir, key, *since_ns, *until_ns, incident.clone())?;
-            let html = page::window(&data, &shown_dir, &verify, digest.as_deref(), command);
+            if let page::Checked::Window { records_read, .. } = &mut checked {
+                *records_read = data.records_read;
+            }
+            let html = page::window(
+                &data,
+                &shown_dir,
+                &dir_arg,
+                &checked,
+                digest.as_deref(),
+                command,
+            );
             (html, data.records_read)
         }
         ReportScope::Overview => {
@@ -116,10 +168,10 @@ pub fn write_report(
             let html = page::overview(
                 &data,
                 &facts,
-                &verify,
+                &checked,
                 digest.as_deref(),
                 command,
-                &shell_word(&shown_dir),
+                &dir_arg,
             );
             (html, data.records_read)
         }

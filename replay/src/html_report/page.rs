@@ -7,7 +7,8 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde_json::Value;
 
 use super::gather::{
-    CITED_MAX, COLUMNS, MARKS_MAX, OverviewData, POINTS_MAX, RATE_COLUMNS, WindowData,
+    CITED_MAX, COLUMNS, LANES_MAX, MARKS_MAX, OverviewData, PLOTS_MAX, POINTS_MAX, RATE_COLUMNS,
+    WindowData,
 };
 use super::svg::{self, Scale, relative, trim};
 use crate::decode::Incident;
@@ -83,11 +84,46 @@ fn legend() -> Markup {
     }
 }
 
-/// A JSON value in a line.
+/// A JSON value in a line, as JSON (a string quoted, control characters escaped), cut
+/// to the report's excerpt length.
 fn json_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("{s:?}"),
-        other => other.to_string(),
+    super::gather::excerpt(&v.to_string())
+}
+
+/// Rows a table of the page lists at most (knowledge-base changes, facts, working
+/// memory, incidents, kinds); a note says how many more there are.
+const ROWS_MAX: usize = 500;
+
+/// A link to a cited record's row, or its seq alone when the page does not list it.
+fn seq_link(
+    seq: u64,
+    cited: &std::collections::BTreeMap<u64, Option<super::gather::Cited>>,
+) -> Markup {
+    html! {
+        @if cited.contains_key(&seq) {
+            a href=(format!("#rec-{seq}")) { "seq " (seq) }
+        } @else {
+            "seq " (seq)
+        }
+    }
+}
+
+/// A note that a table lists `ROWS_MAX` of `n` rows.
+fn more_rows(n: usize, what: &str) -> Markup {
+    html! {
+        @if n > ROWS_MAX {
+            p class="note" { (n - ROWS_MAX) " more " (what) " are not listed (at most " (ROWS_MAX) " a table)." }
+        }
+    }
+}
+
+/// `n thing` or `n things`.
+fn count(n: impl Into<u64>, thing: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
     }
 }
 
@@ -125,39 +161,68 @@ fn accounting_table(kinds: &std::collections::BTreeMap<String, Counters>) -> Mar
                 }
             }
         }
-        @let missing = total.sampled_out + total.summarized + total.dropped + total.overflow + total.lost;
+        @let outcomes = total.sampled_out + total.summarized + total.dropped + total.overflow + total.lost;
+        // Events counted as sampled out, summarized or dropped that the pre-roll ring
+        // wrote in full anyway are in the log.
+        @let missing = outcomes.saturating_sub(total.preroll);
         p class="missing" {
             @if missing == 0 {
                 "Every event seen here is in the log."
             } @else {
-                strong { (missing) " of " (total.seen) " events seen are not in the log as events: " }
-                (total.sampled_out) " sampled out (the kept samples stand for them by their weight), "
-                (total.summarized) " summarized (their values live on in the summary windows: count, min, max, mean), "
-                (total.dropped) " dropped by policy, "
-                (total.overflow) " lost to overflow (the writer could not keep up), "
-                (total.lost) " lost after a write failure. "
+                strong { (missing) " of " (total.seen) " events seen are not in the log as events." }
+                " The recorder sampled out " (total.sampled_out) " (the kept samples stand for them by their weight), summarized "
+                (total.summarized) " (their values live on in the summary windows: count, min, max, mean) and dropped "
+                (total.dropped) " by policy"
                 @if total.preroll > 0 {
-                    (total.preroll) " of the sampled-out, summarized or dropped events were written in full anyway, from the pre-roll ring."
+                    "; " (total.preroll) " of those were written in full anyway, from the pre-roll ring, and are in the log"
                 }
+                "; " (total.overflow) " were lost to overflow (the writer could not keep up) and "
+                (total.lost) " after a write failure."
             }
         }
     }
 }
 
-fn integrity(verify: &VerifyReport, digest: Option<&str>, command: &str, dir_arg: &str) -> Markup {
+/// What was checked before a page was written.
+#[derive(Debug)]
+pub enum Checked {
+    /// The whole log: `verify`'s report.
+    Whole(Box<VerifyReport>),
+    /// The log's structure (every segment's header and footer, in sequence; the last
+    /// segment read in full, as `blackbox digest` does), and every block the report
+    /// read; `chain` says whether those blocks' hash chain was checked (a keyed log
+    /// read without its key: not).
+    Window { records_read: u64, chain: bool },
+}
+
+fn integrity(checked: &Checked, digest: Option<&str>, command: &str, dir_arg: &str) -> Markup {
     html! {
         section id="integrity" {
             h2 { "Integrity, and how to reproduce this report" }
             table class="kv" {
-                tr { td { "verify" } td {
-                    span class="ok" { "intact" }
-                    " — " (verify.records) " records in " (verify.segments) " segments, " (verify.blocks)
-                    " blocks: every checksum and the hash chain checked"
-                    @if let Some((path, offset, len)) = &verify.torn_tail {
-                        "; a torn tail of " (len) " bytes at offset " (offset) " of " code { (path.display()) }
-                        " (an unfinished write: the records before it are intact)"
+                @match checked {
+                    Checked::Whole(verify) => {
+                        tr { td { "verify" } td {
+                            span class="ok" { "intact" }
+                            " — " (count(verify.records, "record")) " in " (count(verify.segments as u64, "segment")) ", " (count(verify.blocks, "block"))
+                            ": every checksum and the hash chain checked"
+                            @if let Some((path, offset, len)) = &verify.torn_tail {
+                                "; a torn tail of " (len) " bytes at offset " (offset) " of " code { (path.display()) }
+                                " (an unfinished write: the records before it are intact)"
+                            }
+                        } }
                     }
-                } }
+                    Checked::Window { records_read, chain } => {
+                        tr { td { "checked" } td {
+                            span class="ok" { "intact where read" }
+                            " — the " (records_read) " records this report read: their blocks' checksums"
+                            @if *chain { " and hash chain" } @else { " (not the hash chain: the log is keyed and no key was given)" }
+                            "; the log's structure: every segment's header and footer, in sequence, and its last segment in full. "
+                            "The rest of the log was not read: " code { "blackbox verify --dir " (dir_arg) } " checks every record, "
+                            "as does this report with " code { "--verify" } "."
+                        } }
+                    }
+                }
                 tr { td { "digest" } td { code class="digest" { (digest.unwrap_or("(empty log)")) } } }
                 tr { td { "check it later" } td { code { "blackbox verify --dir " (dir_arg) " --digest " (digest.unwrap_or("…")) } } }
                 tr { td { "this report" } td { code class="command" { (command) } } }
@@ -174,7 +239,8 @@ fn incident_title(i: &Incident) -> String {
 pub fn window(
     w: &WindowData,
     dir: &str,
-    verify: &VerifyReport,
+    dir_arg: &str,
+    checked: &Checked,
     digest: Option<&str>,
     command: &str,
 ) -> String {
@@ -193,6 +259,7 @@ pub fn window(
         .lanes
         .values()
         .map(|l| l.by_tier.iter().sum::<u64>())
+        .chain(w.lanes_left_out.iter().map(|(_, n)| *n))
         .sum();
     let crowded: Vec<&String> = w
         .lanes
@@ -207,7 +274,7 @@ pub fn window(
         .filter(|(_, _, s)| s.count > 0 || !s.summaries.is_empty());
     let subtitle = html! {
         "Log " code { (dir) } " · window " (format_time(w.since_ns)) " to " (format_time(w.until_ns))
-        " · " (events) " events in " (w.lanes.len()) " kinds · " (w.kb_changes.len()) " knowledge-base changes"
+        " · " (count(events, "event")) " in " (count((w.lanes.len() + w.lanes_left_out.len()) as u64, "kind")) " · " (count(w.kb_changes.len() as u64, "knowledge-base change"))
     };
     let nav = [
         ("timeline", "Timeline"),
@@ -235,6 +302,12 @@ pub fn window(
                 " Hover a mark for its details." }
             (legend())
             (svg::timeline(&scale, &w.lanes, &w.kb_changes, &w.cited, w.incident.as_ref(), &w.incidents.iter().filter(|o| Some(o.trigger_seq) != w.incident.as_ref().map(|i| i.trigger_seq)).cloned().collect::<Vec<_>>()))
+            @if !w.lanes_left_out.is_empty() {
+                p class="note" { "More kinds than the timeline draws (" (LANES_MAX) "): "
+                    (w.lanes_left_out.len()) " with fewer records have no lane: "
+                    @for (n, (k, count)) in w.lanes_left_out.iter().take(20).enumerate() { @if n > 0 { ", " } code { (k) } " (" (count) ")" }
+                    @if w.lanes_left_out.len() > 20 { ", …" } "." }
+            }
             @if !crowded.is_empty() {
                 p class="note" { "More than " (MARKS_MAX) " events in a lane are drawn as " (COLUMNS)
                     " columns, each as high as its count and coloured by its most common tier: "
@@ -247,8 +320,13 @@ pub fn window(
                 (POINTS_MAX) " points are drawn as " (COLUMNS) " columns from min to max with their mean." }
             @for (kind, name, series) in plotted {
                 h3 { code { (kind) } " · " (name) }
-                p class="note" { "Events carrying it in the window: " (series.count) "; summary windows: " (series.summaries.len()) "." }
+                p class="note" { "Events carrying it in the window: " (series.count) "; summary windows: " (series.summaries.len()) "."
+                    @if series.not_finite > 0 { " " (series.not_finite) " values that are not finite numbers (NaN, infinity) are counted, not drawn." } }
                 (svg::plot(&scale, series, w.incident.as_ref()))
+            }
+            @if w.plots_left_out > 0 {
+                p class="note" { (w.plots_left_out) " more values have no plot (at most " (PLOTS_MAX) " a page): "
+                    code { "blackbox replay --dir " (dir_arg) " --since " (w.since_ns) " --until " (w.until_ns) } " prints them." }
             }
         }
         section id="kb" {
@@ -260,18 +338,19 @@ pub fn window(
                 table class="kb-changes" {
                     thead { tr { th { "when" } th class="n" { "version" } th { "key" } th { "outcome" } th { "old → new" } th class="n" { "confidence" } th { "evidence" } th { "message" } } }
                     tbody {
-                        @for k in &w.kb_changes {
+                        @for k in w.kb_changes.iter().take(ROWS_MAX) {
                             tr id=(format!("commit-{}", k.seq)) {
                                 td { (at(k.ts_ns)) } td class="n" { (k.version) } td { code { (k.key) } }
                                 td { (k.op) ": " (k.outcome) }
                                 td { code { (k.old.as_ref().map_or_else(|| "—".to_owned(), json_text)) " → " (k.new.as_ref().map_or_else(|| "—".to_owned(), json_text)) } " " span class="note" { (k.status) } }
                                 td class="n" { (k.confidence.map_or_else(|| "—".to_owned(), trim)) }
-                                td { @for (n, s) in k.evidence.iter().enumerate() { @if n > 0 { ", " } a href=(format!("#rec-{s}")) { "seq " (s) } } }
+                                td { @for (n, s) in k.evidence.iter().enumerate() { @if n > 0 { ", " } (seq_link(*s, &w.cited)) } }
                                 td { (k.message.as_deref().unwrap_or("")) }
                             }
                         }
                     }
                 }
+                (more_rows(w.kb_changes.len(), "changes"))
             }
             h3 { "Facts at " @if w.incident.is_some() { "the trigger" } @else { "the window's end" } " (version " (w.state.kb_version) ")" }
             @if w.facts.is_empty() {
@@ -280,22 +359,23 @@ pub fn window(
                 table class="facts" {
                     thead { tr { th { "key" } th { "value" } th class="n" { "confidence" } th { "status" } th { "because" } th { "rejected" } } }
                     tbody {
-                        @for (key, f) in &w.facts {
+                        @for (key, f) in w.facts.iter().take(ROWS_MAX) {
                             tr data-key=(key) {
                                 td { code { (key) } } td { code { (json_text(&f["value"])) } }
                                 td class="n" { (f["confidence"].as_f64().map_or_else(|| "—".to_owned(), trim)) }
                                 td { (f["status"].as_str().unwrap_or("")) }
-                                td { @for (n, s) in f["provenance"].as_array().into_iter().flatten().filter_map(Value::as_u64).enumerate() {
-                                    @if n > 0 { ", " } a href=(format!("#rec-{s}")) { "seq " (s) } } }
+                                td { @for (n, s) in f["provenance"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect::<Vec<_>>().iter().enumerate() {
+                                    @if n > 0 { ", " } (seq_link(*s, &w.cited)) } }
                                 td { @for r in f["refuted"].as_array().into_iter().flatten() {
                                     code { (json_text(&r["value"])) } " ("
-                                    @for (n, s) in r["counter_evidence"].as_array().into_iter().flatten().filter_map(Value::as_u64).enumerate() {
-                                        @if n > 0 { ", " } a href=(format!("#rec-{s}")) { "seq " (s) } }
+                                    @for (n, s) in r["counter_evidence"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect::<Vec<_>>().iter().enumerate() {
+                                        @if n > 0 { ", " } (seq_link(*s, &w.cited)) }
                                     ") " } }
                             }
                         }
                     }
                 }
+                (more_rows(w.facts.len(), "facts"))
             }
             h3 { "Records cited" }
             @if w.cited.is_empty() {
@@ -316,7 +396,7 @@ pub fn window(
                     }
                 }
                 @if w.cited_left_out > 0 {
-                    p class="note" { (w.cited_left_out) " more citations are not listed (at most " (CITED_MAX) " records)." }
+                    p class="note" { (count(w.cited_left_out as u64, "more cited record")) " not listed (at most " (CITED_MAX) "); their seqs are shown without a link." }
                 }
             }
         }
@@ -326,22 +406,23 @@ pub fn window(
                 p { "Empty." }
             } @else {
                 table class="kv working" {
-                    @for (k, v) in &w.state.working { tr { td { code { (k) } } td { code { (json_text(v)) } } } }
+                    @for (k, v) in w.state.working.iter().take(ROWS_MAX) { tr { td { code { (k) } } td { code { (json_text(v)) } } } }
                 }
+                (more_rows(w.state.working.len(), "keys"))
             }
         }
         section id="accounting" {
             h2 { "Accounting of the window" }
             p class="note" {
                 "What the recorder counted per kind between the accounting record "
-                @match w.accounting_from { Some((seq, ts)) => { "at seq " (seq) " (" (at(ts)) ")" } None => { "(the log's start)" } }
+                @match w.accounting_from { Some(seq) => { "at seq " (seq) } None => { "(the log's start)" } }
                 " and the one "
-                @match w.accounting_to { Some((seq, ts)) => { "at seq " (seq) " (" (at(ts)) ")" } None => { "(none yet)" } }
+                @match w.accounting_to { Some(seq) => { "at seq " (seq) } None => { "(none yet)" } }
                 ": the window, and up to one accounting interval on each side."
             }
             (accounting_table(&w.accounting))
         }
-        (integrity(verify, digest, command, &super::shell_word(dir)))
+        (integrity(checked, digest, command, dir_arg))
     };
     page(&title, subtitle, &nav, body).into_string()
 }
@@ -360,7 +441,7 @@ pub struct LogFacts<'a> {
 pub fn overview(
     o: &OverviewData,
     facts: &LogFacts<'_>,
-    verify: &VerifyReport,
+    checked: &Checked,
     digest: Option<&str>,
     command: &str,
     dir_arg: &str,
@@ -371,7 +452,7 @@ pub fn overview(
     let title = "Flight log overview";
     let subtitle = html! {
         "Log " code { (facts.dir) } " · " (format_time(o.first_ns)) " to " (format_time(o.last_ns))
-        " (" (trim(span_s)) " s) · " (facts.records) " records · " (o.incidents.len()) " incidents"
+        " (" (trim(span_s)) " s) · " (count(facts.records, "record")) " · " (count(o.incidents.len() as u64, "incident"))
     };
     let nav = [
         ("rates", "Rates"),
@@ -385,10 +466,17 @@ pub fn overview(
             h2 { "Events per kind over time" }
             p class="note" { "Each row is one kind's events in the log, in " (RATE_COLUMNS) " columns of "
                 (trim(column_s)) " s, scaled to the row's busiest column; red lines are incident triggers." }
-            (svg::rates(o, &triggers))
+            @if o.events.is_empty() {
+                p { "The log holds no event." }
+            } @else {
+                (svg::rates(o, &triggers))
+            }
+            @if o.rates_left_out > 0 {
+                p class="note" { (count(o.rates_left_out as u64, "less busy kind")) " not drawn (at most " (LANES_MAX) " rows); the table lists them." }
+            }
             table class="rates-table" {
                 thead { tr { th { "kind" } th class="n" { "events in the log" } th class="n" { "mean per second" } th class="n" { "busiest column, per second" } } }
-                tbody { @for (kind, n) in &o.events {
+                tbody { @for (kind, n) in o.events.iter().take(ROWS_MAX) {
                     @let most = o.rates.get(kind).and_then(|r| r.iter().max().copied()).unwrap_or(0);
                     tr { td { code { (kind) } } td class="n" { (n) }
                         td class="n" { (trim(*n as f64 / span_s.max(1e-9))) }
@@ -402,11 +490,12 @@ pub fn overview(
                 p { "No incident in the log." }
             } @else {
                 ol {
-                    @for (n, (_, i)) in o.incidents.iter().enumerate() {
+                    @for (n, (_, i)) in o.incidents.iter().enumerate().take(ROWS_MAX) {
                         li { a href=(format!("#incident-{}", n + 1)) { (incident_title(i)) } " (trigger seq " (i.trigger_seq) ")" }
                     }
                 }
-                @for (n, (_, i)) in o.incidents.iter().enumerate() {
+                (more_rows(o.incidents.len(), "incidents"))
+                @for (n, (_, i)) in o.incidents.iter().enumerate().take(ROWS_MAX) {
                     section id=(format!("incident-{}", n + 1)) class="incident" {
                         h3 { "Incident " (n + 1) ": " (incident_title(i)) }
                         table class="kv" {
@@ -426,11 +515,11 @@ pub fn overview(
         }
         section id="disk" {
             h2 { "Disk" }
-            p { (facts.bytes) " bytes in " (facts.segments) " segment files ("
+            p { (facts.bytes) " bytes in " (count(facts.segments as u64, "segment file")) " ("
                 (trim(facts.bytes as f64 / 1_048_576.0)) " MiB; "
                 (trim(facts.bytes as f64 / facts.records.max(1) as f64)) " bytes a record)." }
         }
-        (integrity(verify, digest, command, dir_arg))
+        (integrity(checked, digest, command, dir_arg))
     };
     page(title, subtitle, &nav, body).into_string()
 }

@@ -34,6 +34,8 @@ pub struct Scale {
 
 impl Scale {
     pub fn new(since_ns: u64, until_ns: u64, origin_ns: u64) -> Scale {
+        // A window of at least 1 ns, inside u64.
+        let since_ns = since_ns.min(u64::MAX - 1);
         Scale {
             since_ns,
             until_ns: until_ns.max(since_ns + 1),
@@ -97,7 +99,11 @@ impl Scale {
         let mut out = Vec::new();
         while t <= self.until_ns as i128 && out.len() < 20 {
             let rel = t - origin;
-            out.push((self.x(t as u64), relative(rel)));
+            // t lies in [since, until] here: a u64.
+            out.push((
+                self.x(u64::try_from(t).unwrap_or(self.until_ns)),
+                relative(rel),
+            ));
             t += step_i;
         }
         out
@@ -123,11 +129,28 @@ pub fn relative(ns: i128) -> String {
     format!("{sign}{text}")
 }
 
-/// A number with at most three decimals, trailing zeros cut.
+/// A number as a label: four significant digits, in scientific notation when very
+/// large or very small, trailing zeros cut.
 pub fn trim(v: f64) -> String {
-    let s = format!("{v:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() || s == "-" {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e7).contains(&a) {
+        return format!("{v:.3e}");
+    }
+    // Decimals for four significant digits (at least none, at most six).
+    let digits = [1000.0, 100.0, 10.0, 1.0, 0.1, 0.01]
+        .iter()
+        .position(|&bound| a >= bound)
+        .unwrap_or(6);
+    let s = format!("{v:.digits$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &s
+    };
+    if s.is_empty() || s == "-" || s == "-0" {
         "0".to_owned()
     } else {
         s.to_owned()
@@ -148,7 +171,7 @@ pub fn tier_class(tier: WrittenTier) -> &'static str {
 fn c(v: f64) -> String {
     let r = (v * 10.0).round() / 10.0;
     if r.fract() == 0.0 {
-        format!("{}", r as i64)
+        format!("{r:.0}")
     } else {
         format!("{r:.1}")
     }
@@ -271,7 +294,7 @@ pub fn timeline(
             @let y = AXIS + lanes.len() as f64 * LANE;
             g class="lane kb-lane" {
                 (lane_label("knowledge base", y))
-                @for k in kb {
+                @for k in kb.iter().take(super::gather::MARKS_MAX) {
                     @let x = scale.x(k.ts_ns);
                     @let m = y + LANE / 2.0;
                     a href=(format!("#commit-{}", k.seq)) {
@@ -309,12 +332,18 @@ pub fn plot(scale: &Scale, series: &Series, incident: Option<&Incident>) -> Mark
         lo = 0.0;
         hi = 1.0;
     }
-    if hi - lo < 1e-12 {
-        lo -= 0.5;
-        hi += 0.5;
+    // A flat series gets a band around it, wide enough to be seen at its magnitude.
+    let flat = (hi - lo).abs() <= hi.abs().max(lo.abs()) * 1e-9;
+    if flat {
+        let half = (hi.abs() * 1e-3).max(0.5);
+        lo -= half;
+        hi += half;
     }
     let pad = (hi - lo) * 0.06;
     let (lo, hi) = (lo - pad, hi + pad);
+    if !(hi - lo).is_finite() || hi - lo <= 0.0 {
+        return html! { p class="note" { "These values span more than a plot can draw." } };
+    }
     let top = AXIS;
     let y = |v: f64| top + (hi - v) / (hi - lo) * PLOT;
     let height = AXIS + PLOT + 6.0;
@@ -334,7 +363,7 @@ pub fn plot(scale: &Scale, series: &Series, incident: Option<&Incident>) -> Mark
             }
             @if let Some(columns) = &series.columns {
                 @for (i, &(n, min, max, sum)) in columns.iter().enumerate() {
-                    @if n > 0 {
+                    @if n > 0 && (sum / n as f64).is_finite() {
                         @let (x, w) = scale.column(i, COLUMNS);
                         @let mid = x + w / 2.0;
                         line class="column" x1=(c(mid)) x2=(c(mid)) y1=(c(y(max))) y2=(c(y(min) + 0.5)) {}
