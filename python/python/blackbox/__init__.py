@@ -116,7 +116,16 @@ class Recorder:
     manager, or call :meth:`close`.
     """
 
-    __slots__ = ("_r", "record", "record_evidence", "working", "kb")
+    __slots__ = (
+        "_r",
+        "record",
+        "record_evidence",
+        "working",
+        "kb",
+        "dir",
+        "key_file",
+        "policy",
+    )
 
     def __init__(
         self,
@@ -138,6 +147,11 @@ class Recorder:
             segment_bytes=segment_bytes,
             restore_working_memory=restore_working_memory,
         )
+        #: The log's directory, its chain key file and the policy as given: what a
+        #: reader of the same log (``blackbox.langgraph.BlackboxSaver``) needs.
+        self.dir = os.fspath(dir)
+        self.key_file = None if key_file is None else os.fspath(key_file)
+        self.policy = policy
         # Bound straight to the extension: no Python frame on the hot path.
         self.record = self._r.record
         self.record_evidence = self._r.record_evidence
