@@ -1,11 +1,12 @@
 """A scripted LangGraph agent recorded by Blackbox: its tool calls and decisions are
-events, what it learns are facts with their evidence, and a tool failure triggers an
-incident. Then, from Python, what it believed at the failure and why.
+events, what it learns are facts with their evidence, its checkpoints are records of
+the same log (`BlackboxSaver`), and a tool failure triggers an incident. Then, from
+Python, what it believed at the failure and why.
 
     python python/examples/agent_incident.py [LOG_DIR]
 
 No model and no network: the "model" is a script of tool calls. Needs the `blackbox`
-package and `langgraph` (`pip install ./python langgraph`).
+package with its LangGraph extra and `langgraph` (`pip install "./python[langgraph]" langgraph`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import blackbox
+from blackbox.langgraph import BlackboxSaver
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 # Every tool call, result and decision is kept; a failure is an incident whose
@@ -120,11 +123,15 @@ TOOLS = {"look": look, "weigh": weigh, "grasp": grasp, "place": place}
 def run(log_dir: Path) -> None:
     with blackbox.Recorder(log_dir, policy=POLICY) as rec:
         rec.working["goal"] = {"task": "put the cup on the tray"}
-        agent = make_graph(rec).compile()
+        # The graph's checkpoints go to the same log, between the events they follow.
+        agent = make_graph(rec).compile(checkpointer=BlackboxSaver(rec))
+        thread: RunnableConfig = {"configurable": {"thread_id": "cup-1"}}
         try:
-            agent.invoke({"step": 0, "done": False})
+            agent.invoke(AgentState(step=0, done=False), thread)
         except GripperJammed as e:
             print(f"the agent failed: {e}")
+        last = agent.get_state(thread)
+        print(f"its last checkpoint: step {last.values['step']}, next {list(last.next)} (a resume starts there)")
 
 
 def review(log_dir: Path) -> None:

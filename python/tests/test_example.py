@@ -18,6 +18,9 @@ def test_the_agent_example_records_the_failure_as_an_incident_and_explains_its_b
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "the agent failed: gripper jammed at 41 N (limit 30 N)" in out
+    # The graph's state was checkpointed into the same log: the last checkpoint is the
+    # one before the failing step, which a resume would run again.
+    assert "its last checkpoint: step 3, next ['act'] (a resume starts there)" in out
 
     records = json_lines(command, "replay", "--dir", log_dir, "--json")
     events = [r for r in records if r["type"] == "event"]
@@ -46,3 +49,8 @@ def test_the_agent_example_records_the_failure_as_an_incident_and_explains_its_b
     # Nothing the agent did before the failure is missing: every tool call up to it.
     calls = [e["payload"]["tool"] for e in events if e["kind"] == "tool.call"]
     assert calls == ["look", "weigh", "look", "grasp"]
+    # The graph's checkpoints are in the log, and the failing node's error, which the
+    # saver records as a write of its own kind.
+    checkpoints = [e for e in events if e["kind"] == "langgraph.checkpoint"]
+    assert len(checkpoints) >= 8, len(checkpoints)
+    assert len([e for e in events if e["kind"] == "langgraph.error"]) == 1
