@@ -129,14 +129,7 @@ fn count(n: impl Into<u64>, thing: &str) -> String {
 
 fn accounting_table(kinds: &std::collections::BTreeMap<String, Counters>) -> Markup {
     let total = kinds.values().fold(Counters::default(), |mut t, c| {
-        t.seen += c.seen;
-        t.kept += c.kept;
-        t.sampled_out += c.sampled_out;
-        t.summarized += c.summarized;
-        t.dropped += c.dropped;
-        t.overflow += c.overflow;
-        t.preroll += c.preroll;
-        t.lost += c.lost;
+        t.add(c);
         t
     });
     html! {
