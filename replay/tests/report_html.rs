@@ -192,13 +192,34 @@ fn the_demo_incident_report_renders_with_the_demo_numbers() {
     .unwrap();
     let facts = state["kb"].as_object().unwrap();
     assert!(!facts.is_empty());
+    let mut contested = 0;
     for (key, fact) in facts {
         let cells = row_cells(kb, &format!("data-key=\"{key}\""));
         assert_eq!(cells[1], fact["value"].to_string(), "{key}");
         for seq in fact["provenance"].as_array().unwrap() {
             assert!(kb.contains(&format!("id=\"rec-{seq}\"")), "cited seq {seq}");
         }
+        // A contested fact shows what contests it, with its evidence.
+        let rivals = fact["rivals"].as_array().unwrap();
+        assert_eq!(cells[5].is_empty(), rivals.is_empty(), "{key}: {cells:?}");
+        for rival in rivals {
+            assert!(
+                cells[5].contains(&rival["value"].to_string()),
+                "{key}: {cells:?}"
+            );
+            for seq in rival["provenance"].as_array().unwrap() {
+                assert!(
+                    kb.contains(&format!("id=\"rec-{seq}\"")),
+                    "rival's seq {seq}"
+                );
+            }
+        }
+        contested += usize::from(!rivals.is_empty());
     }
+    assert!(
+        contested > 0,
+        "the demo's facts at the trigger include a contested one"
+    );
     // Working memory at the trigger.
     let working = section(&dom, "working");
     for (key, value) in state["working"].as_object().unwrap() {

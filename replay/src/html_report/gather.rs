@@ -309,6 +309,8 @@ pub fn window(
             f.provenance
                 .iter()
                 .chain(f.counter_evidence.iter())
+                .chain(f.rivals.iter().flat_map(|r| r.provenance.iter()))
+                .chain(f.refuted.iter().flat_map(|r| r.counter_evidence.iter()))
                 .copied()
         }));
     for seq in cites {

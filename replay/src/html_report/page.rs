@@ -350,7 +350,7 @@ pub fn window(
                 p { "No fact." }
             } @else {
                 table class="facts" {
-                    thead { tr { th { "key" } th { "value" } th class="n" { "confidence" } th { "status" } th { "because" } th { "rejected" } } }
+                    thead { tr { th { "key" } th { "value" } th class="n" { "confidence" } th { "status" } th { "because" } th { "contested by" } th { "rejected" } } }
                     tbody {
                         @for (key, f) in w.facts.iter().take(ROWS_MAX) {
                             tr data-key=(key) {
@@ -359,6 +359,12 @@ pub fn window(
                                 td { (f["status"].as_str().unwrap_or("")) }
                                 td { @for (n, s) in f["provenance"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect::<Vec<_>>().iter().enumerate() {
                                     @if n > 0 { ", " } (seq_link(*s, &w.cited)) } }
+                                td class="rivals" { @for r in f["rivals"].as_array().into_iter().flatten() {
+                                    code { (json_text(&r["value"])) } " ("
+                                    (r["confidence"].as_f64().map_or_else(|| "—".to_owned(), trim)) "; "
+                                    @for (n, s) in r["provenance"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect::<Vec<_>>().iter().enumerate() {
+                                        @if n > 0 { ", " } (seq_link(*s, &w.cited)) }
+                                    ") " } }
                                 td { @for r in f["refuted"].as_array().into_iter().flatten() {
                                     code { (json_text(&r["value"])) } " ("
                                     @for (n, s) in r["counter_evidence"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect::<Vec<_>>().iter().enumerate() {
