@@ -24,7 +24,7 @@ pub type Link = [u8; 32];
 /// The link before a log's first block (FORMAT.md, "The hash chain": `link[-1]`).
 pub const GENESIS_LINK: Link = [0; 32];
 /// The format version forged.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Length of a segment header.
 pub const SEGMENT_HEADER_LEN: usize = 96;
 /// Length of a block header.
@@ -674,7 +674,9 @@ impl SegmentForge {
 
     /// The footer that agrees with the blocks laid out: counts, seqs, times, last link,
     /// per-type counts, an index entry for every `index_every`-th block (the first
-    /// always), and, with `tags`, a tag-index entry listing tag 0 for every block.
+    /// always), and, with `tags`, a tag-index entry for every block listing its records'
+    /// type tags (`0xFFFF_0000 | type`, as a writer tags a record the layer above left
+    /// untagged).
     /// `None` for a segment without a block (no writer seals one).
     pub fn honest_footer(&self, index_every: usize, tags: bool) -> Option<FooterSpec> {
         let first = self.blocks.first()?;
@@ -707,7 +709,14 @@ impl SegmentForge {
             tags: if tags {
                 self.blocks
                     .iter()
-                    .map(|b| (b.meta.first_seq, b.meta.count, vec![0]))
+                    .map(|b| {
+                        let tags: std::collections::BTreeSet<u32> = b
+                            .records
+                            .iter()
+                            .map(|r| 0xFFFF_0000 | u32::from(r.record_type))
+                            .collect();
+                        (b.meta.first_seq, b.meta.count, tags.into_iter().collect())
+                    })
                     .collect()
             } else {
                 Vec::new()

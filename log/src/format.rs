@@ -13,7 +13,7 @@ pub const ALIGN: usize = 8;
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"BBOXSEG\0";
 /// The format version this build writes, and the only one it reads.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Length of the segment header in bytes.
 pub const SEGMENT_HEADER_LEN: usize = 96;
 /// Segment header flag: the chain mixes in a secret key.
@@ -511,7 +511,7 @@ pub struct BlockTags {
     pub first_seq: u64,
     /// Records in the block.
     pub count: u32,
-    /// The distinct tags of its records, ascending; 0 stands for untagged records.
+    /// The distinct tags of its records, ascending.
     pub tags: Vec<u32>,
 }
 

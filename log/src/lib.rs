@@ -102,6 +102,20 @@ impl fmt::Display for Seq {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct RecordType(pub u16);
 
+impl RecordType {
+    /// The tag a record of this type carries in the footer's tag index unless the layer
+    /// above gives it another ([`Record::with_tag`]): `0xFFFF_0000` with the type in the
+    /// low 16 bits (FORMAT.md, "Tag index"). A read of one type's records asks for it.
+    #[must_use]
+    pub const fn index_tag(self) -> u32 {
+        TYPE_TAGS | self.0 as u32
+    }
+}
+
+/// The tags from here up are the record types' ([`RecordType::index_tag`]); a layer
+/// that tags records itself uses the ones below.
+pub const TYPE_TAGS: u32 = 0xFFFF_0000;
+
 /// A record to append: type tag, timestamp and payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record<'a> {
@@ -112,11 +126,10 @@ pub struct Record<'a> {
     pub ts_ns: u64,
     /// The payload.
     pub payload: &'a [u8],
-    /// A tag for the footer's tag index (FORMAT.md, "Tag index"), set by the layer
-    /// above (the recorder: an event's kind id); 0, the default, for an untagged record.
-    /// A read given tags ([`Records::with_tags`]) may skip a sealed block none of whose
-    /// records carries one of them and which holds no untagged record. Not stored in
-    /// the frame.
+    /// A tag for the footer's tag index (FORMAT.md, "Tag index"): its type's
+    /// ([`RecordType::index_tag`]) unless the layer above sets another (the recorder:
+    /// an event's kind id). A read given tags ([`Records::with_tags`]) may skip a sealed
+    /// block none of whose records carries one of them. Not stored in the frame.
     pub tag: u32,
 }
 
@@ -127,7 +140,7 @@ impl<'a> Record<'a> {
             record_type,
             ts_ns,
             payload,
-            tag: 0,
+            tag: record_type.index_tag(),
         }
     }
 

@@ -466,9 +466,11 @@ enum SegTags {
 impl Records {
     /// The same read, skipping every block of a sealed segment that its footer's tag
     /// index (authenticated by the chain key) says holds no record tagged with one of
-    /// `tags` and no untagged record (FORMAT.md, "Tag index"). The records of the blocks
-    /// read are all returned, whatever their tags: the caller filters. A tag index whose
-    /// authenticator does not match is an error when the read would use it.
+    /// `tags` (FORMAT.md, "Tag index"; a record's tag is its type's,
+    /// [`RecordType::index_tag`](crate::RecordType::index_tag), unless its writer gave it
+    /// another). The records of the blocks read are all returned, whatever their tags:
+    /// the caller filters. A tag index whose authenticator does not match is an error
+    /// when the read would use it.
     #[must_use]
     pub fn with_tags(mut self, tags: impl IntoIterator<Item = u32>) -> Records {
         self.set_tags(Some(tags.into_iter().collect()));
@@ -491,9 +493,7 @@ impl Records {
             return false;
         };
         let b = &index[i];
-        b.count == h.count
-            && b.tags.first() != Some(&0)
-            && !b.tags.iter().any(|t| tags.binary_search(t).is_ok())
+        b.count == h.count && !b.tags.iter().any(|t| tags.binary_search(t).is_ok())
     }
 
     /// Finds the segment where the range starts, by binary search over segment names

@@ -267,7 +267,7 @@ struct OpenBlock {
     first_ts: u64,
     last_ts: u64,
     count: u32,
-    /// The distinct tags of its records, ascending (0: untagged records); `None` once
+    /// The distinct tags of its records, ascending; `None` once
     /// there are more than the tag index lists for a block.
     tags: Option<Vec<u32>>,
 }

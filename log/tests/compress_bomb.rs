@@ -77,11 +77,11 @@ fn crc(parts: &[&[u8]]) -> u32 {
     parts.iter().fold(0, |c, p| crc32c::crc32c_append(c, p))
 }
 
-/// A segment header (96 bytes): unkeyed, version 3, first seq 0, genesis link.
+/// A segment header (96 bytes): unkeyed, version 4, first seq 0, genesis link.
 fn segment_header() -> Vec<u8> {
     let mut h = vec![0u8; 96];
     h[0..8].copy_from_slice(b"BBOXSEG\0");
-    h[8..12].copy_from_slice(&3u32.to_le_bytes());
+    h[8..12].copy_from_slice(&4u32.to_le_bytes());
     let c = crc(&[&h[0..92]]);
     h[92..96].copy_from_slice(&c.to_le_bytes());
     h

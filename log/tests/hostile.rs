@@ -36,11 +36,11 @@ fn crc(parts: &[&[u8]]) -> u32 {
     parts.iter().fold(0, |c, p| crc32c::crc32c_append(c, p))
 }
 
-/// A segment header (96 bytes): unkeyed, version 3.
+/// A segment header (96 bytes): unkeyed, version 4.
 fn header(first_seq: u64, prev_link: [u8; 32]) -> Vec<u8> {
     let mut h = vec![0u8; 96];
     h[0..8].copy_from_slice(b"BBOXSEG\0");
-    h[8..12].copy_from_slice(&3u32.to_le_bytes());
+    h[8..12].copy_from_slice(&4u32.to_le_bytes());
     h[16..24].copy_from_slice(&first_seq.to_le_bytes());
     h[24..56].copy_from_slice(&prev_link);
     let c = crc(&[&h[0..92]]);

@@ -287,7 +287,7 @@ proptest! {
         a in 0u64..150_000,
         len in 0u64..150_000,
     ) {
-        // Runs of one tag (0: untagged), time advancing by a random step per run.
+        // Runs of one tag, time advancing by a random step per run.
         let mut recs = Vec::new();
         let mut ts = 1_000u64;
         for (step, tag, run) in steps {
@@ -313,4 +313,58 @@ proptest! {
         prop_assert_eq!(&got, &full);
         prop_assert_eq!(got, expected(&recs, &range, &wanted));
     }
+}
+
+#[test]
+fn a_record_left_untagged_carries_its_types_tag() {
+    // Runs of 12 records cycling through types 1, 2 and 3; the records of type 3 are
+    // tagged 7 by the layer above, the others keep their type's tag, 0xFFFF_0000 | type
+    // (FORMAT.md, "Tag index").
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open(
+        dir.path(),
+        LogOptions::new()
+            .block_bytes_max(512)
+            .segment_bytes_max(8192),
+    )
+    .unwrap();
+    let mut model = Vec::new();
+    for i in 0..600usize {
+        let t = 1 + (i / 12 % 3) as u16;
+        let tag = if t == 3 {
+            7
+        } else {
+            0xFFFF_0000 | u32::from(t)
+        };
+        let p = payload(i, tag);
+        let record = Record::new(RecordType(t), 1_000 + i as u64, &p);
+        log.append(if t == 3 { record.with_tag(7) } else { record })
+            .unwrap();
+        model.push(tag);
+    }
+    log.close().unwrap();
+    let segs = sealed_segments(dir.path());
+    assert!(segs.len() >= 3, "{} sealed segments", segs.len());
+    for path in segs {
+        for e in tag_index(&fs::read(&path).unwrap()).1 {
+            let mut want: Vec<u32> = model[e.first_seq as usize..][..e.count as usize].to_vec();
+            want.sort_unstable();
+            want.dedup();
+            assert_eq!(e.tags, want, "block from seq {}", e.first_seq);
+        }
+    }
+    let all = 0..=u64::MAX;
+    let recs: Vec<Rec> = model
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| (1_000 + i as u64, t))
+        .collect();
+    let type_2 = 0xFFFF_0002;
+    assert_eq!(RecordType(2).index_tag(), type_2);
+    let got: Vec<(u32, u32)> = read(dir.path(), None, all.clone(), Some(&[type_2]))
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.1 == type_2)
+        .collect();
+    assert_eq!(got, expected(&recs, &all, &[type_2]));
 }

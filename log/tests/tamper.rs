@@ -957,18 +957,19 @@ fn a_newer_format_version_is_refused_untouched() {
 
 #[test]
 fn an_older_format_version_is_refused_untouched_with_a_sentence_saying_so() {
-    // Version 1 stored events in another layout, version 2 had no compressed blocks:
-    // this build reads its own version only.
+    // Version 1 stored events in another layout, version 2 had no compressed blocks,
+    // version 3 left every record but an event untagged in the tag index: this build
+    // reads its own version only.
     let built = standard(None);
     let segs = built.segments();
-    for old in [1u32, 2] {
+    for old in [1u32, 2, 3] {
         for seg in [&segs[0], segs.last().unwrap()] {
             let copy = copy_dir(built.dir.path());
             fs::remove_file(copy.path().join(blackbox_log::LOCK_FILE_NAME)).unwrap();
             let path = in_dir(copy.path(), seg);
             patch_header(&path, |h| h[8..12].copy_from_slice(&old.to_le_bytes()));
             let is_old = |e: &Error| {
-                matches!(e, Error::UnsupportedVersion { segment, found, supported: 3 }
+                matches!(e, Error::UnsupportedVersion { segment, found, supported: 4 }
                     if *segment == path && *found == old)
             };
             refused_untouched(copy.path(), is_old);
@@ -978,7 +979,7 @@ fn an_older_format_version_is_refused_untouched_with_a_sentence_saying_so() {
             let text = err.to_string();
             assert!(
                 text.contains(&format!(
-                    "format version {old}, older than the version 3 this build reads"
+                    "format version {old}, older than the version 4 this build reads"
                 )),
                 "{text}"
             );

@@ -217,6 +217,11 @@ impl Query {
         self.include.is_some() || self.exclude.is_some()
     }
 
+    /// Whether the query names the record types it selects.
+    pub(crate) fn selects_by_type(&self) -> bool {
+        self.types.is_some()
+    }
+
     /// Whether a record's kind passes the kind globs.
     pub fn kind_matches(&self, record: &Record) -> bool {
         self.kind_selected(record.kind())

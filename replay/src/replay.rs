@@ -189,8 +189,8 @@ impl Replay {
     }
 
     /// The seq and timestamp of the last record read inside the seq and time range,
-    /// selected or not (in log order). A query by kind does not read the blocks the
-    /// log's tag index says hold only other kinds' events.
+    /// selected or not (in log order). A query by kind or type does not read the blocks
+    /// the log's tag index says hold only other kinds' events or other types' records.
     pub fn last_read(&self) -> Option<(u64, u64)> {
         self.scan.last_read
     }
@@ -410,12 +410,12 @@ impl Scan {
         let dict_start = blackbox::dictionary_start(&reader, &segments, scan.start)?;
         if dict_start < scan.start {
             // The names in use at the range's start: the dictionary the segment opens
-            // with and every dictionary record after it. Those are untagged, like every
-            // record but an event (tagged with its kind): the blocks of sealed segments
-            // that hold only events are passed over by the tag index, unread.
+            // with and every dictionary record after it (and the policy and watermark
+            // in force there). The blocks of sealed segments that hold none of those
+            // are passed over by the tag index, unread.
             let before = reader
                 .records(Seq(dict_start)..Seq(scan.start))?
-                .with_tags([]);
+                .with_tags(scan.context_tags());
             for raw in before {
                 let raw = raw?;
                 scan.read += 1;
@@ -430,18 +430,30 @@ impl Scan {
         // sparse index, whose entries carry the link before their block: the chain is
         // verified from there.
         scan.records = Some(reader.records((Bound::Included(Seq(scan.start)), hi))?);
-        // A query of other records than events passes over the blocks that hold only
-        // events, as a query by kind passes over those of other kinds.
-        if query.selects_by_kind() || !query.type_selected(Some(RecordType::Event)) {
+        // A query by type or by kind passes over the blocks that hold only records of
+        // other types, or events of other kinds.
+        if query.selects_by_kind() || query.selects_by_type() {
             scan.tag_kinds();
         }
         Ok(scan)
     }
 
-    /// Tells the read which kind ids the query selects, among the names known so far
-    /// (none when it selects no events):
-    /// the blocks of sealed segments that hold only events of other kinds (and no
-    /// other record) are then skipped unread. A block that holds a dictionary record is
+    /// The tags of the records a scan reads whatever it selects (FORMAT.md, "Tag
+    /// index"): dictionary records (the names), policy records ([`Replay::policy`]),
+    /// and, when it reads past `until` for late events, accounting records (whose
+    /// watermark ends it).
+    fn context_tags(&self) -> Vec<u32> {
+        let mut tags = vec![codec::DICTIONARY.index_tag(), codec::POLICY.index_tag()];
+        if self.scan_past_until {
+            tags.push(codec::ACCOUNTING.index_tag());
+        }
+        tags
+    }
+
+    /// Tells the read which tags the query selects: the kind ids of the events it
+    /// selects, among the names known so far, the tags of the other record types it
+    /// selects, and [`Scan::context_tags`]. The blocks of sealed segments that hold
+    /// none of them are then skipped unread. A block that holds a dictionary record is
     /// always read, and a kind is named before its first event, so every kind is known
     /// before a block holding its events is reached.
     fn tag_kinds(&mut self) {
@@ -457,8 +469,16 @@ impl Scan {
             .map(|(id, _)| id)
             .collect();
         ids.sort_unstable();
+        let mut tags = ids.clone();
+        tags.extend(
+            RecordType::ALL
+                .into_iter()
+                .filter(|&t| t != RecordType::Event && self.query.type_selected(Some(t)))
+                .map(|t| t.tag().index_tag()),
+        );
+        tags.extend(self.context_tags());
         if let Some(records) = self.records.as_mut() {
-            records.set_tags(Some(ids.clone()));
+            records.set_tags(Some(tags));
         }
         self.kind_ids = ids;
     }
@@ -468,6 +488,7 @@ impl Scan {
     /// record named, is left to the decoder, which reports it.
     fn other_kinds_event(&self, raw: &blackbox::LogRecord) -> bool {
         self.tagged_names.is_some()
+            && self.query.selects_by_kind()
             && raw.record_type() == codec::EVENT
             && codec::decode_event(raw.payload(), raw.ts_ns()).is_ok_and(|e| {
                 self.kind_ids.binary_search(&e.kind).is_err() && self.decoder.name(e.kind).is_some()

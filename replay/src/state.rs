@@ -358,9 +358,10 @@ pub fn start_seq(dir: &Path, at_ns: u64, key: Option<ChainKey>) -> Result<u64> {
     loop {
         let lo = at_ns.saturating_sub(window);
         let (mut checkpoint, mut snapshot) = (None, None);
-        // Checkpoints and accounting records are untagged: the blocks of sealed
-        // segments that hold only events (tagged with their kind) are skipped unread.
-        for record in reader.records_by_time(lo..=at_ns)?.with_tags([]) {
+        // The blocks of sealed segments that hold neither a checkpoint nor an
+        // accounting record are skipped unread (the tag index).
+        let tags = [codec::CHECKPOINT.index_tag(), codec::ACCOUNTING.index_tag()];
+        for record in reader.records_by_time(lo..=at_ns)?.with_tags(tags) {
             let record = record?;
             let t = record.record_type();
             if t == codec::CHECKPOINT {

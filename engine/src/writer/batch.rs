@@ -30,7 +30,7 @@ impl Writer {
     pub(super) fn emit_encoded<T: codec::Encode>(&mut self, t: RecordType, ts_ns: u64, value: &T) {
         let at = self.stamp(ts_ns);
         let range = codec::encode_append(value, &mut self.arena);
-        self.out.push((t, at, range, 0));
+        self.out.push((t, at, range, t.index_tag()));
     }
 
     /// Queues a record, stamped no earlier than anything before it.
@@ -43,7 +43,8 @@ impl Writer {
         }
         let start = self.arena.len();
         self.arena.extend_from_slice(bytes);
-        self.out.push((t, at, start..self.arena.len(), 0));
+        self.out
+            .push((t, at, start..self.arena.len(), t.index_tag()));
     }
 
     /// Appends the batch's encoded records; returns the last seq. On an error nothing

@@ -129,7 +129,8 @@ pub(crate) struct Writer {
     next_accounting_ns: u64,
     next_checkpoint_ns: Option<u64>,
     /// Encoded records of the current batch: (type, ts, range in `arena`, tag for the
-    /// log's tag index: an event's kind id, 0 for other records).
+    /// log's tag index: an event's kind id, the record type's own tag for other
+    /// records).
     out: Vec<(RecordType, u64, std::ops::Range<usize>, u32)>,
     arena: rkyv::util::AlignedVec,
     /// The kinds of the kept events among `out`: lost if their append fails.
@@ -778,8 +779,12 @@ impl Writer {
             for chunk in crate::delta::encode(&sets, &dels, self.log.record_bytes_max()) {
                 let start = self.arena.len();
                 self.arena.extend_from_slice(&chunk);
-                self.out
-                    .push((codec::WORKING, at, start..self.arena.len(), 0));
+                self.out.push((
+                    codec::WORKING,
+                    at,
+                    start..self.arena.len(),
+                    codec::WORKING.index_tag(),
+                ));
                 self.queued_deltas += 1;
                 self.queued_delta_bytes += chunk.len();
             }
