@@ -585,6 +585,13 @@ impl BlockCursor {
         };
         self.next_read = read.saturating_mul(2).min(CHUNK_BYTES);
         let want = n.max(read).min(remaining.max(n));
+        let got = self.fill_chunk(offset, want)?;
+        Ok((got >= n).then_some(0))
+    }
+
+    /// Reads `want` bytes from `offset` into the chunk (fewer where the file ends);
+    /// returns how many were read.
+    fn fill_chunk(&mut self, offset: u64, want: usize) -> Result<usize> {
         // Reuse the allocation when no record borrows the old chunk any more.
         let buf = match Arc::get_mut(&mut self.chunk) {
             Some(buf) => buf,
@@ -595,7 +602,25 @@ impl BlockCursor {
         };
         let got = buf.fill(&self.seg.file, &self.seg.path, offset, want)?;
         self.chunk_offset = offset;
-        Ok((got >= n).then_some(0))
+        Ok(got)
+    }
+
+    /// Makes the block header at `offset` available in the chunk, reading that header
+    /// alone when the chunk does not hold it: a walk that moves past blocks by their
+    /// headers reads 64 bytes a block, not the blocks (and the read ahead starts small
+    /// again at the block it stops at). Returns its start index, or `None` if the file
+    /// ends first.
+    fn header_window(&mut self, offset: u64) -> Result<Option<usize>> {
+        let have_from = self.chunk_offset;
+        let have_to = self.chunk_offset + self.chunk.bytes().len() as u64;
+        if offset >= have_from && offset + BLOCK_HEADER_LEN as u64 <= have_to {
+            return Ok(Some(
+                usize::try_from(offset - have_from).unwrap_or(usize::MAX),
+            ));
+        }
+        let got = self.fill_chunk(offset, BLOCK_HEADER_LEN)?;
+        self.next_read = FIRST_READ_BYTES;
+        Ok((got >= BLOCK_HEADER_LEN).then_some(0))
     }
 
     /// Reads the block header at `offset` and makes the whole block available in the
@@ -760,7 +785,7 @@ impl BlockCursor {
     ) -> Result<Option<HeaderOnly>> {
         let mut last = None;
         while self.pos < self.end && self.end - self.pos >= BLOCK_HEADER_LEN as u64 {
-            let Some(at) = self.window(self.pos, BLOCK_HEADER_LEN)? else {
+            let Some(at) = self.header_window(self.pos)? else {
                 break;
             };
             let Ok(header) = BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN])
@@ -792,7 +817,7 @@ impl BlockCursor {
     /// intact headers lands there.
     pub(crate) fn header_ending_at(&mut self, end_offset: u64) -> Result<Option<HeaderOnly>> {
         while self.pos < end_offset && end_offset - self.pos >= BLOCK_HEADER_LEN as u64 {
-            let Some(at) = self.window(self.pos, BLOCK_HEADER_LEN)? else {
+            let Some(at) = self.header_window(self.pos)? else {
                 return Ok(None);
             };
             let Ok(header) = BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN])
