@@ -220,6 +220,30 @@ fn the_demo_incident_report_renders_with_the_demo_numbers() {
         contested > 0,
         "the demo's facts at the trigger include a contested one"
     );
+    // Every cited record's row says what the log holds at its seq (those before the
+    // window are read one by one, by seq).
+    let cited: Vec<&str> = kb
+        .split("<tr id=\"rec-")
+        .skip(1)
+        .filter_map(|row| row.split('"').next())
+        .collect();
+    assert!(!cited.is_empty());
+    let mut before_window = 0;
+    for seq in cited {
+        let record = replay_json(
+            &dir,
+            &["--from-seq", seq, "--to-seq", seq, "--type", "event"],
+        );
+        assert_eq!(record.len(), 1, "seq {seq}: {record:?}");
+        let cells = row_cells(kb, &format!("id=\"rec-{seq}\""));
+        assert_eq!(
+            cells[2],
+            record[0]["kind"].as_str().unwrap(),
+            "seq {seq}: {cells:?}"
+        );
+        before_window += usize::from(record[0]["ts_ns"].as_u64().unwrap() < since);
+    }
+    assert!(before_window > 0, "no record cited before the window");
     // Working memory at the trigger.
     let working = section(&dom, "working");
     for (key, value) in state["working"].as_object().unwrap() {

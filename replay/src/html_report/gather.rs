@@ -5,11 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use blackbox::codec::WrittenTier;
-use blackbox::{ChainKey, Counters};
+use blackbox::codec::{self, WrittenTier};
+use blackbox::log::ReaderOptions;
+use blackbox::{ChainKey, Counters, LogReader, Seq};
 use serde_json::Value;
 
-use crate::decode::{Body, BodyRef, Incident, Payload, RecordType};
+use crate::decode::{Body, BodyRef, Decoder, Incident, Payload, RecordType};
 use crate::error::{Error, Result};
 use crate::query::{Order, Query};
 use crate::replay::Replay;
@@ -33,10 +34,6 @@ pub const PLOTS_MAX: usize = 60;
 
 /// Records the report lists as cited (the knowledge base's evidence), at most.
 pub const CITED_MAX: usize = 200;
-
-/// Cited records this many seqs apart or closer are read in one pass (a pass over that
-/// many records costs about as much as opening a read).
-const CITED_RUN_SEQS: u64 = 200_000;
 
 /// Longest payload text the report shows of a record.
 pub const EXCERPT_CHARS: usize = 240;
@@ -393,34 +390,13 @@ pub fn window(
             _ => {}
         }
     }
-    // Cited records outside the window: read in runs of nearby seqs, one read a run.
+    // Cited records outside the window: each read by its seq.
     let missing: Vec<u64> = cited
         .iter()
         .filter(|(_, c)| c.is_none())
         .map(|(&s, _)| s)
         .collect();
-    for run in runs(&missing, CITED_RUN_SEQS) {
-        let (Some(&first), Some(&last)) = (run.first(), run.last()) else {
-            continue;
-        };
-        let q = Query::new()
-            .from_seq(first)
-            .to_seq(last)
-            .types([RecordType::Event])
-            .key(key.clone())
-            .order(Order::Log);
-        let mut replay = Replay::open(dir, &q)?;
-        while let Some(r) = replay.next_view() {
-            let r = r?;
-            if let (Some(slot), BodyRef::Event(e)) = (cited.get_mut(&r.seq), &r.body) {
-                *slot = Some(Cited {
-                    ts_ns: e.recorded_ns,
-                    kind: e.kind.to_owned(),
-                    excerpt: payload_excerpt(&e.payload.to_payload()),
-                });
-            }
-        }
-    }
+    read_cited(dir, key.clone(), &missing, &mut cited)?;
     let (accounting, accounting_from, accounting_to) =
         window_accounting(dir, key, &before, &state, until_ns)?;
     let lanes_left_out = keep_busiest(&mut lanes);
@@ -562,17 +538,59 @@ fn window_accounting(
     Ok((kinds, before.accounting_seq, to))
 }
 
-/// Sorted seqs in runs whose first and last are at most `span` apart.
-fn runs(seqs: &[u64], span: u64) -> Vec<&[u64]> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for i in 1..=seqs.len() {
-        if i == seqs.len() || seqs[i] - seqs[start] > span {
-            out.push(&seqs[start..i]);
-            start = i;
+/// Reads the events at `seqs` (ascending) into `cited`, with one reader opened once:
+/// for the seqs of one segment, the names from the dictionary records before the last
+/// of them (the blocks that hold none passed over by the tag index), then each
+/// record's block alone, found through the footer's sparse index and checked against
+/// the chain from the link stored before it. A seq no longer in the log (pruned) is
+/// left out.
+fn read_cited(
+    dir: &Path,
+    key: Option<ChainKey>,
+    seqs: &[u64],
+    cited: &mut BTreeMap<u64, Option<Cited>>,
+) -> Result<()> {
+    if seqs.is_empty() {
+        return Ok(());
+    }
+    let segments = crate::inputs::open_log_dir(dir)?;
+    let reader = LogReader::open_with(dir, ReaderOptions { key })?;
+    let first = segments.first().map_or(0, |s| s.first_seq);
+    // The names of the segment being read: (its dictionary's start, names learned up
+    // to this seq, the decoder).
+    let mut names: Option<(u64, u64, Decoder)> = None;
+    for &seq in seqs.iter().filter(|&&s| s >= first) {
+        let start = blackbox::dictionary_start(&reader, &segments, seq)?;
+        let (_, learned, decoder) = match &mut names {
+            Some(n) if n.0 == start => n,
+            other => other.insert((start, start, Decoder::new())),
+        };
+        if *learned < seq {
+            let dictionary = [codec::DICTIONARY.index_tag()];
+            for raw in reader
+                .records(Seq(*learned)..Seq(seq))?
+                .with_tags(dictionary)
+            {
+                let raw = raw?;
+                if raw.record_type() == codec::DICTIONARY {
+                    decoder.learn(&raw)?;
+                }
+            }
+            *learned = seq;
+        }
+        let Some(raw) = reader.records(Seq(seq)..=Seq(seq))?.next() else {
+            continue;
+        };
+        let raw = raw?;
+        if let (Some(slot), BodyRef::Event(e)) = (cited.get_mut(&seq), decoder.view(&raw)?.body) {
+            *slot = Some(Cited {
+                ts_ns: e.recorded_ns,
+                kind: e.kind.to_owned(),
+                excerpt: payload_excerpt(&e.payload.to_payload()),
+            });
         }
     }
-    out
+    Ok(())
 }
 
 /// Rate columns of the overview: the log's span in this many.
