@@ -430,6 +430,26 @@ fn bad_requests_are_refused_with_one_sentence_and_nothing_written() {
         s(&out),
     ]));
     assert!(err.contains("does not exist"), "{err}");
+    // A window outside the log's span: an hour before its first record, after its last.
+    let records = replay_json(&dir, &["--log-order"]);
+    let ts = |r: &Value| r["ts_ns"].as_u64().unwrap();
+    let hour = 3_600_000_000_000u64;
+    let (first, last) = (ts(&records[0]), ts(&records[records.len() - 1]));
+    for (t, side) in [(first - hour, "before"), (last + hour, "after")] {
+        let err = fails(&blackbox(&[
+            "report",
+            "--dir",
+            s(&dir),
+            "--around",
+            &t.to_string(),
+            "--out",
+            s(&out),
+        ]));
+        assert!(
+            err.contains(&format!("lies {side}")) && err.contains("give --around a time between"),
+            "{err}"
+        );
+    }
     assert!(!out.exists() && !inside.exists());
     let err = fails(&blackbox(&["report", "--dir", s(&dir), "--out", "-"]));
     assert!(err.contains("--out FILE.html"), "{err}");

@@ -60,6 +60,35 @@ pub fn incident_window(incident: &Incident) -> (u64, u64) {
     )
 }
 
+/// Refuses a window that holds no instant of the log's span (from its first record's
+/// time to its last's), saying what the span is: its page would be empty.
+fn outside_the_log(
+    dir: &std::path::Path,
+    key: Option<blackbox::ChainKey>,
+    since_ns: u64,
+    until_ns: u64,
+) -> Result<(), CliError> {
+    let stats = blackbox_replay::stats(dir, key).map_err(|e| super::damage::fail(dir, false, e))?;
+    let (Some(first), Some(last)) = (stats.first_ts_ns, stats.last_ts_ns) else {
+        return Ok(());
+    };
+    let side = if until_ns < first {
+        "before"
+    } else if since_ns > last {
+        "after"
+    } else {
+        return Ok(());
+    };
+    Err(CliError::new(format!(
+        "--around: the window {} to {} lies {side} {}, whose records run from {} to {}: give --around a time between them",
+        format_time(since_ns),
+        format_time(until_ns),
+        dir.display(),
+        format_time(first),
+        format_time(last)
+    )))
+}
+
 /// Runs `blackbox report`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
@@ -125,9 +154,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
     } else if let Some(t) = args.around {
         let w = args.window.unwrap_or(WINDOW_DEFAULT_NS);
         command.push_str(&format!(" --around {t} --window {w}ns"));
+        let (since_ns, until_ns) = (t.saturating_sub(w), t.saturating_add(w));
+        outside_the_log(dir, key.clone(), since_ns, until_ns)?;
         ReportScope::Window {
-            since_ns: t.saturating_sub(w),
-            until_ns: t.saturating_add(w),
+            since_ns,
+            until_ns,
             incident: None,
         }
     } else {
