@@ -150,7 +150,18 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
             a.fold_into(&mut out.kinds);
         }
     }
-    if let Some((seq, ts)) = replay.last_read() {
+    // The last record: the active segment is read whole, but a query by type passes
+    // over the blocks of sealed ones that hold none of its records, so when the last
+    // segment is sealed (a crash between a seal and the next segment) its footer says.
+    let sealed_last = structure
+        .iter()
+        .rev()
+        .find_map(|s| s.sealed.map(|f| (f.last.seq, f.last_ts_ns)));
+    let last = match (replay.last_read(), sealed_last) {
+        (Some(read), Some(sealed)) => Some(read.max(sealed)),
+        (read, sealed) => read.or(sealed),
+    };
+    if let Some((seq, ts)) = last {
         out.last_seq = Some(seq);
         out.last_ts_ns = Some(ts);
         out.records = seq + 1 - start_seq;
