@@ -510,6 +510,11 @@ pub(crate) const LOST_PAGE_BYTES: u64 = 4096;
 /// a whole MiB around each.
 const FIRST_READ_BYTES: usize = 128 << 10;
 
+/// A walk over block headers reads through a block smaller than this (the read ahead
+/// goes on) and reads only the next header after a larger one
+/// ([`BlockCursor::header_window`]).
+const SKIP_READ_THROUGH_BYTES: u64 = 16 << 10;
+
 /// Walks the blocks of one segment in order, checking each as it goes.
 #[derive(Debug)]
 pub(crate) struct BlockCursor {
@@ -605,12 +610,18 @@ impl BlockCursor {
         Ok(got)
     }
 
-    /// Makes the block header at `offset` available in the chunk, reading that header
-    /// alone when the chunk does not hold it: a walk that moves past blocks by their
-    /// headers reads 64 bytes a block, not the blocks (and the read ahead starts small
-    /// again at the block it stops at). Returns its start index, or `None` if the file
-    /// ends first.
-    fn header_window(&mut self, offset: u64) -> Result<Option<usize>> {
+    /// Makes the block header at `offset` available in the chunk for a walk that moves
+    /// past blocks by their headers; `after` is the size of the block the walk just
+    /// moved past. After a large block, only the header is read when the chunk does not
+    /// hold it: the walk reads 64 bytes a block, not the blocks (and the read ahead
+    /// starts small again at the block it stops at). After a small one, the read ahead
+    /// goes on as for any read ([`BlockCursor::window`]): reading through small blocks
+    /// costs less than a call for each header. Returns its start index, or `None` if
+    /// the file ends first.
+    fn header_window(&mut self, offset: u64, after: Option<u64>) -> Result<Option<usize>> {
+        if after.is_none_or(|len| len < SKIP_READ_THROUGH_BYTES) {
+            return self.window(offset, BLOCK_HEADER_LEN);
+        }
         let have_from = self.chunk_offset;
         let have_to = self.chunk_offset + self.chunk.bytes().len() as u64;
         if offset >= have_from && offset + BLOCK_HEADER_LEN as u64 <= have_to {
@@ -783,9 +794,10 @@ impl BlockCursor {
         &mut self,
         until: impl Fn(&BlockHeader) -> bool,
     ) -> Result<Option<HeaderOnly>> {
-        let mut last = None;
+        let mut last: Option<HeaderOnly> = None;
         while self.pos < self.end && self.end - self.pos >= BLOCK_HEADER_LEN as u64 {
-            let Some(at) = self.header_window(self.pos)? else {
+            let after = last.as_ref().map(|b| b.header.total_len() as u64);
+            let Some(at) = self.header_window(self.pos, after)? else {
                 break;
             };
             let Ok(header) = BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN])
@@ -816,8 +828,9 @@ impl BlockCursor {
     /// `end_offset`, and returns it (known by its header only). `None` if no walk of
     /// intact headers lands there.
     pub(crate) fn header_ending_at(&mut self, end_offset: u64) -> Result<Option<HeaderOnly>> {
+        let mut after = None;
         while self.pos < end_offset && end_offset - self.pos >= BLOCK_HEADER_LEN as u64 {
-            let Some(at) = self.header_window(self.pos)? else {
+            let Some(at) = self.header_window(self.pos, after)? else {
                 return Ok(None);
             };
             let Ok(header) = BlockHeader::decode(&self.chunk.bytes()[at..at + BLOCK_HEADER_LEN])
@@ -838,6 +851,7 @@ impl BlockCursor {
             }
             self.pos += total;
             self.prev_link = header.link;
+            after = Some(total);
         }
         Ok(None)
     }
