@@ -13,8 +13,8 @@
 //! text, unparsed, as every peer hands out bytes; no content hash). The window query adds
 //! [`Query::kind`] and [`Query::since`]/[`Query::until`]: the read finds the window's
 //! first record through the footers' sparse time index, learns the names in use there
-//! (the segment's preamble and the blocks holding a non-event record, through the tag
-//! index), reads from the window's first block on, and decodes the events of the kind.
+//! (the segment's preamble and the blocks holding a dictionary or policy record,
+//! through the tag index), reads from the window's first block on, and decodes the events of the kind.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ use crate::workload::{Tally, WindowQuery, Workload};
 pub const SYNC_EVERY: usize = 1_000;
 
 const INTEGRITY: &str = "crc32c per record, blake3 chain per block; checked by `Replay`";
-const WINDOW_PATH: &str = "`Replay` with `Query::kind` and `since`/`until`: finds the window's first record by time through the segment footers' sparse index, learns the names from the segment's preamble and the blocks the tag index says hold a non-event record, reads from the window's block on (to the first watermark past the window), and decodes the events of the kind, passing over the others by their header";
+const WINDOW_PATH: &str = "`Replay` with `Query::kind` and `since`/`until`: finds the window's first record by time through the segment footers' sparse index, learns the names from the segment's preamble and the blocks the tag index says hold a dictionary or policy record, reads from the window's block on (to the first watermark past the window), and decodes the events of the kind, passing over the others by their header";
 
 /// One recorder row.
 #[derive(Debug, Clone, Copy)]

@@ -68,12 +68,12 @@ struct Scan {
     /// The second pass of a read in time order: events that happened before this are
     /// the late ones, merged in by seq; they are passed over without being decoded.
     late_below_ns: Option<u64>,
-    /// For a query by kind: how many names the decoder knew when the read was last
-    /// told which kind ids to keep (the log's tag index then skips the sealed blocks
-    /// that hold only events of other kinds).
+    /// For a query by kind or type: how many names the decoder knew when the read was
+    /// last told which tags to keep (the log's tag index then skips the sealed blocks
+    /// that hold only events of other kinds and records of other types).
     tagged_names: Option<usize>,
-    /// For a query by kind: the ids of the kinds it selects among the names known,
-    /// ascending. An event of another named kind is passed over undecoded.
+    /// For a query by kind or type: the ids of the kinds it selects among the names
+    /// known, ascending. An event of another named kind is passed over undecoded.
     kind_ids: Vec<u32>,
 }
 
@@ -453,7 +453,8 @@ impl Scan {
     /// Tells the read which tags the query selects: the kind ids of the events it
     /// selects, among the names known so far, the tags of the other record types it
     /// selects, and [`Scan::context_tags`]. The blocks of sealed segments that hold
-    /// none of them are then skipped unread. A block that holds a dictionary record is
+    /// none of them are then skipped unread (none when it selects events of every
+    /// kind). A block that holds a dictionary record is
     /// always read, and a kind is named before its first event, so every kind is known
     /// before a block holding its events is reached.
     fn tag_kinds(&mut self) {
@@ -477,8 +478,11 @@ impl Scan {
                 .map(|t| t.tag().index_tag()),
         );
         tags.extend(self.context_tags());
+        // Events of every kind: nearly every block holds one, and an event whose kind no
+        // dictionary record names must still reach the decoder, which reports it.
+        let tags = (!events || self.query.selects_by_kind()).then_some(tags);
         if let Some(records) = self.records.as_mut() {
-            records.set_tags(Some(tags));
+            records.set_tags(tags);
         }
         self.kind_ids = ids;
     }

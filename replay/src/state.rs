@@ -345,7 +345,8 @@ const LOOK_BACK_NS: u64 = 64_000_000_000;
 /// Records' timestamps never decrease along the log, so the records at or before
 /// `at_ns` are a prefix of it: the search reads the records stamped in a window ending
 /// at `at_ns` (found through the footers' time index, passing over the blocks that
-/// their tag index says hold only events), widening the window fourfold
+/// their tag index says hold neither a checkpoint nor an accounting record), widening
+/// the window fourfold
 /// until it holds both a checkpoint and a snapshot or reaches the log's start. It costs
 /// the distance back to the later of the two, not the log's length.
 ///

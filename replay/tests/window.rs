@@ -1,6 +1,6 @@
 //! A query by time window (and kind) starts where the window starts: the names come
 //! from the segment's preamble and the dictionary records after it (the blocks that
-//! hold only events are passed over by the tag index), and the read starts at the
+//! hold none are passed over by the tag index), and the read starts at the
 //! footer's index entry for the window. It must return exactly what a full scan
 //! filtered by time and kind returns (the model: what was recorded), with kinds named
 //! mid-segment and across segments, and still catch a changed block in the window.
