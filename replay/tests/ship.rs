@@ -125,7 +125,7 @@ fn a_tampered_shipped_segment_fails_remote_verify_naming_it() {
 }
 
 #[test]
-fn ship_refuses_a_url_it_cannot_ship_to() {
+fn ship_and_verify_refuse_a_url_they_cannot_use() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     recorded_log(&log);
@@ -136,7 +136,7 @@ fn ship_refuses_a_url_it_cannot_ship_to() {
         "--to",
         "gs://bucket/robot",
     ]));
-    assert!(err.contains("cannot ship to gs://bucket/robot"), "{err}");
+    assert!(err.contains("cannot use gs://bucket/robot"), "{err}");
     let err = fails(&blackbox(&[
         "ship",
         "--dir",
@@ -145,4 +145,115 @@ fn ship_refuses_a_url_it_cannot_ship_to() {
         "s3:///robot",
     ]));
     assert!(err.contains("names no bucket"), "{err}");
+    let missing = dir.path().join("nothing-shipped-here");
+    let err = fails(&blackbox(&[
+        "verify",
+        "--dir",
+        &format!("file://{}", missing.display()),
+    ]));
+    assert!(err.contains("there is no such directory"), "{err}");
+    assert!(!missing.exists(), "verify creates nothing");
+}
+
+/// The segment names the manifest of a directory store lists (none before it exists).
+fn manifest_names(shipped: &Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(shipped.join("manifest.json")) else {
+        return Vec::new();
+    };
+    let manifest: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    manifest["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A `blackbox ship --follow` child, killed if the test fails before it stops it.
+struct Follower(Option<std::process::Child>);
+
+impl Follower {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn follow_ships_each_segment_as_it_is_sealed_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let first = recorded_log(&log);
+    let shipped = dir.path().join("shipped");
+    let mut follower = Follower(Some(
+        bin()
+            .args([
+                "ship",
+                "--dir",
+                s(&log),
+                "--to",
+                s(&shipped),
+                "--follow",
+                "--interval",
+                "20ms",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    // More records seal more segments while it follows.
+    let all = recorded_log(&log);
+    assert!(all.len() > first.len(), "{first:?} {all:?}");
+    let sealed = &all[..all.len() - 1];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while manifest_names(&shipped) != sealed {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower did not ship {sealed:?} within 120 s; the manifest lists {:?}",
+            manifest_names(&shipped)
+        );
+        assert!(
+            follower.child().try_wait().unwrap().is_none(),
+            "the follower exited early"
+        );
+        // Between two looks at the manifest: the condition waited for is its content.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = i32::try_from(follower.child().id()).unwrap();
+    // SAFETY: kill only sends a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let out = follower.0.take().unwrap().wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in sealed {
+        assert_eq!(
+            stdout.matches(&format!("shipped {name} ")).count(),
+            1,
+            "{name} shipped once: {stdout}"
+        );
+    }
+    assert!(
+        !stdout.contains(all.last().unwrap().as_str()),
+        "the active segment is not shipped: {stdout}"
+    );
+    assert!(
+        stdout
+            .trim_end()
+            .ends_with("every sealed segment found was shipped"),
+        "{stdout}"
+    );
 }

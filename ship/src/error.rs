@@ -85,7 +85,7 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Url { url, why } => write!(f, "cannot ship to {url}: {why}"),
+            Error::Url { url, why } => write!(f, "cannot use {url}: {why}"),
             Error::Log { what, source } => write!(f, "{what}: {source}"),
             Error::Io { what, path, source } => {
                 write!(f, "{what} {}: {source}", path.display())

@@ -43,6 +43,20 @@ impl Remote {
     /// [`Error::Url`] for another scheme, a URL without a bucket, or a store that
     /// cannot be set up from the environment.
     pub fn open(url: &str) -> Result<Remote> {
+        Remote::open_with(url, true)
+    }
+
+    /// The remote named by `url`, to read from: as [`Remote::open`], but a directory
+    /// must exist.
+    ///
+    /// # Errors
+    ///
+    /// As [`Remote::open`], and [`Error::Url`] for a directory that does not exist.
+    pub fn open_existing(url: &str) -> Result<Remote> {
+        Remote::open_with(url, false)
+    }
+
+    fn open_with(url: &str, create: bool) -> Result<Remote> {
         let refuse = |why: String| Error::Url {
             url: url.to_owned(),
             why,
@@ -86,6 +100,12 @@ impl Remote {
         };
         if dir.is_empty() {
             return Err(refuse("it names no directory".to_owned()));
+        }
+        if !create && !FsPath::new(dir).is_dir() {
+            return Err(Error::Url {
+                url: url.to_owned(),
+                why: "there is no such directory".to_owned(),
+            });
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::Io {
             what: "create the shipping directory",

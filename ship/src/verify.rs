@@ -25,7 +25,7 @@ pub struct RemoteVerifyReport {
     pub bytes: u64,
 }
 
-/// Verifies the log shipped to `url` ([`Remote::open`]).
+/// Verifies the log shipped to `url` ([`Remote::open_existing`]).
 ///
 /// # Errors
 ///
@@ -35,7 +35,7 @@ pub fn verify_url(
     key: Option<&ChainKey>,
     digest: Option<&Digest>,
 ) -> Result<RemoteVerifyReport> {
-    verify_remote(&Remote::open(url)?, key, digest)
+    verify_remote(&Remote::open_existing(url)?, key, digest)
 }
 
 /// Verifies the log shipped to `remote`: reads the manifest (which must start the log
