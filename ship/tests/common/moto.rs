@@ -57,10 +57,25 @@ pub fn moto_server() -> &'static Path {
 }
 
 impl Moto {
-    /// Starts a server on a free loopback port and waits until it answers.
+    /// Starts a server on a free loopback port and waits until it answers (on another
+    /// port if the one chosen was taken before the server could bind it).
     pub fn start() -> Moto {
+        let mut attempt = 1;
+        loop {
+            match Moto::start_once() {
+                Ok(moto) => return moto,
+                Err(why) if attempt < 5 => {
+                    eprintln!("moto_server: {why}; trying another port");
+                    attempt += 1;
+                }
+                Err(why) => panic!("moto_server: {why}"),
+            }
+        }
+    }
+
+    fn start_once() -> Result<Moto, String> {
         // A port the OS just handed out and took back: free unless another process
-        // takes it in between, which the readiness check below would then reveal.
+        // takes it in between, and then the server exits without answering.
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
@@ -79,21 +94,24 @@ impl Moto {
             endpoint: format!("http://127.0.0.1:{port}"),
             port,
         };
-        moto.wait_ready();
-        moto
+        moto.wait_ready()?;
+        Ok(moto)
     }
 
     /// Polls the server with an HTTP request until it answers one (bounded: a server
     /// that exits or never answers fails the test).
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("moto_server exited before it answered: {status}");
+                return Err(format!(
+                    "it exited before it answered on port {}: {status}",
+                    self.port
+                ));
             }
             if let Ok(status) = self.request("GET", "/moto-api/", &[]) {
                 assert!(status > 0, "moto_server answered without a status line");
-                return;
+                return Ok(());
             }
             assert!(
                 Instant::now() < deadline,
