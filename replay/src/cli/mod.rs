@@ -26,9 +26,11 @@ mod record;
 mod release;
 mod replay;
 mod report;
+mod ship;
 mod state;
 mod stats;
 mod verify;
+mod verify_remote;
 
 /// Blackbox: a flight recorder for robots and AI agents.
 #[derive(Debug, Parser)]
@@ -44,7 +46,8 @@ enum Command {
     Record(record::Args),
     /// Print the records of a range, filtered by kind and type.
     Replay(replay::Args),
-    /// Check every checksum and the hash chain; exit 0 only if the log is intact.
+    /// Check every checksum and the hash chain; exit 0 only if the log is intact (also
+    /// a log shipped to object storage: `--dir s3://BUCKET/PREFIX`).
     Verify(verify::Args),
     /// Print SEQ:HASH of the last record, to check the log against later.
     ///
@@ -69,6 +72,8 @@ enum Command {
     Demo(demo::Args),
     /// Release an incident: a recorder under a disk budget stops keeping its window.
     Release(release::Args),
+    /// Ship the sealed segments to object storage (S3 or a directory) with a manifest.
+    Ship(ship::Args),
 }
 
 /// Runs the command line and maps every outcome to an exit code: 0 on success, 1 on a
@@ -96,6 +101,7 @@ pub fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Report(args) => report::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Ship(args) => ship::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

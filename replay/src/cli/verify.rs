@@ -8,7 +8,8 @@ use blackbox_replay::format_time;
 
 use super::{CliError, DirArg, describe_log, human_bytes, key_from, line, progress_bar};
 
-/// Check every checksum and the hash chain; exit 0 only if the log is intact.
+/// Check every checksum and the hash chain; exit 0 only if the log is intact. `--dir`
+/// may be the URL a log was shipped to (`s3://…`, `file:///…`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -28,6 +29,20 @@ pub struct Args {
 /// Runs `blackbox verify`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
+    if let Some(url) = dir.to_str().filter(|d| blackbox_ship::is_url(d)) {
+        let digest: Option<Digest> = args
+            .digest
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e: blackbox_log::Error| CliError::new(describe_log(&e)))?;
+        return super::verify_remote::run(
+            url,
+            args.key_file.as_deref(),
+            digest.as_ref(),
+            args.json,
+        );
+    }
     let segments =
         blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
     let digest: Option<Digest> = args

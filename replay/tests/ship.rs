@@ -1,0 +1,259 @@
+//! `blackbox ship` and `blackbox verify --dir URL` through the binary, against a real
+//! S3 API server (moto) and a directory.
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+mod common;
+#[path = "../../ship/tests/common/moto.rs"]
+mod moto;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+
+use common::{bin, blackbox, fails, ok, record, s, segment_files};
+use moto::Moto;
+
+/// Runs `blackbox ARGS` with the environment an AWS tool reads to reach `moto`.
+fn blackbox_s3(moto: &Moto, args: &[&str]) -> Output {
+    let mut cmd = bin();
+    cmd.args(args).stdin(Stdio::null());
+    for (k, v) in moto.env() {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run blackbox")
+}
+
+/// A recorded log of several sealed segments and an active one.
+fn recorded_log(dir: &Path) -> Vec<String> {
+    let input: String = (0..3_000)
+        .map(|i| format!("{{\"kind\":\"sensor.imu\",\"values\":{{\"ax\":{i}}}}}\n"))
+        .collect();
+    ok(&record(dir, &input, &["--segment-bytes", "16KiB"]));
+    let names: Vec<String> = segment_files(dir)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.len() >= 4, "{names:?}");
+    names
+}
+
+/// `blackbox digest` of the sealed segments alone (a copy of every file but the last).
+fn digest_of_sealed(dir: &Path, names: &[String]) -> String {
+    let copy = tempfile::tempdir().unwrap();
+    for name in &names[..names.len() - 1] {
+        std::fs::copy(dir.join(name), copy.path().join(name)).unwrap();
+    }
+    ok(&blackbox(&["digest", "--dir", s(copy.path())]))
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn ship_to_s3_then_verify_remotely_with_the_local_digest() {
+    let moto = Moto::start();
+    moto.create_bucket("fleet");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let names = recorded_log(&log);
+    let sealed = &names[..names.len() - 1];
+
+    let out = ok(&blackbox_s3(
+        &moto,
+        &["ship", "--dir", s(&log), "--to", "s3://fleet/robot-7"],
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), sealed.len() + 1, "{out}");
+    for (line, name) in lines.iter().zip(sealed) {
+        assert!(
+            line.starts_with(&format!("shipped {name} (seqs ")),
+            "{line}"
+        );
+    }
+    assert!(
+        lines[sealed.len()].starts_with(&format!("shipped {} segments", sealed.len())),
+        "{out}"
+    );
+    assert!(
+        !out.contains(names.last().unwrap().as_str()),
+        "the active segment is not shipped: {out}"
+    );
+
+    let again = ok(&blackbox_s3(
+        &moto,
+        &["ship", "--dir", s(&log), "--to", "s3://fleet/robot-7"],
+    ));
+    for (line, name) in again.lines().zip(sealed) {
+        assert!(line.starts_with(&format!("skipped {name} ")), "{line}");
+    }
+    assert!(again.contains("shipped 0 segments"), "{again}");
+
+    let verified = ok(&blackbox_s3(
+        &moto,
+        &["verify", "--dir", "s3://fleet/robot-7"],
+    ));
+    let last = verified
+        .lines()
+        .find_map(|l| l.strip_prefix("last: "))
+        .unwrap_or_else(|| panic!("no digest in {verified}"));
+    assert_eq!(last, digest_of_sealed(&log, &names));
+    // The local log holds the prefix the remote digest names.
+    ok(&blackbox(&["verify", "--dir", s(&log), "--digest", last]));
+}
+
+#[test]
+fn a_tampered_shipped_segment_fails_remote_verify_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let names = recorded_log(&log);
+    let shipped = dir.path().join("shipped");
+    let url = format!("file://{}", shipped.display());
+    ok(&blackbox(&["ship", "--dir", s(&log), "--to", &url]));
+    ok(&blackbox(&["verify", "--dir", &url]));
+
+    let victim = &names[1];
+    let object = shipped.join("segments").join(victim);
+    let mut bytes = std::fs::read(&object).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&object, bytes).unwrap();
+    let err = fails(&blackbox(&["verify", "--dir", &url]));
+    assert!(err.contains(&format!("segment {victim}: ")), "{err}");
+    assert!(err.contains("it was changed after it was shipped"), "{err}");
+
+    std::fs::remove_file(&object).unwrap();
+    let err = fails(&blackbox(&["verify", "--dir", &url]));
+    assert!(err.contains(&format!("segment {victim}: ")), "{err}");
+}
+
+#[test]
+fn ship_and_verify_refuse_a_url_they_cannot_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    recorded_log(&log);
+    let err = fails(&blackbox(&[
+        "ship",
+        "--dir",
+        s(&log),
+        "--to",
+        "gs://bucket/robot",
+    ]));
+    assert!(err.contains("cannot use gs://bucket/robot"), "{err}");
+    let err = fails(&blackbox(&[
+        "ship",
+        "--dir",
+        s(&log),
+        "--to",
+        "s3:///robot",
+    ]));
+    assert!(err.contains("names no bucket"), "{err}");
+    let missing = dir.path().join("nothing-shipped-here");
+    let err = fails(&blackbox(&[
+        "verify",
+        "--dir",
+        &format!("file://{}", missing.display()),
+    ]));
+    assert!(err.contains("there is no such directory"), "{err}");
+    assert!(!missing.exists(), "verify creates nothing");
+}
+
+/// The segment names the manifest of a directory store lists (none before it exists).
+fn manifest_names(shipped: &Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(shipped.join("manifest.json")) else {
+        return Vec::new();
+    };
+    let manifest: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    manifest["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A `blackbox ship --follow` child, killed if the test fails before it stops it.
+struct Follower(Option<std::process::Child>);
+
+impl Follower {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn follow_ships_each_segment_as_it_is_sealed_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let first = recorded_log(&log);
+    let shipped = dir.path().join("shipped");
+    let mut follower = Follower(Some(
+        bin()
+            .args([
+                "ship",
+                "--dir",
+                s(&log),
+                "--to",
+                s(&shipped),
+                "--follow",
+                "--interval",
+                "20ms",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    // More records seal more segments while it follows.
+    let all = recorded_log(&log);
+    assert!(all.len() > first.len(), "{first:?} {all:?}");
+    let sealed = &all[..all.len() - 1];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while manifest_names(&shipped) != sealed {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower did not ship {sealed:?} within 120 s; the manifest lists {:?}",
+            manifest_names(&shipped)
+        );
+        assert!(
+            follower.child().try_wait().unwrap().is_none(),
+            "the follower exited early"
+        );
+        // Between two looks at the manifest: the condition waited for is its content.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = i32::try_from(follower.child().id()).unwrap();
+    // SAFETY: kill only sends a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let out = follower.0.take().unwrap().wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in sealed {
+        assert_eq!(
+            stdout.matches(&format!("shipped {name} ")).count(),
+            1,
+            "{name} shipped once: {stdout}"
+        );
+    }
+    assert!(
+        !stdout.contains(all.last().unwrap().as_str()),
+        "the active segment is not shipped: {stdout}"
+    );
+    assert!(
+        stdout
+            .trim_end()
+            .ends_with("every sealed segment found was shipped"),
+        "{stdout}"
+    );
+}
