@@ -39,6 +39,13 @@ pub fn open_log_dir(dir: &Path) -> Result<Vec<SegmentEntry>> {
             });
         }
     }
+    if is_shipped_dir(dir) {
+        return Err(blackbox_log::Error::NotALog {
+            dir: dir.to_owned(),
+            reason: "it holds no segment file but a shipping manifest: it is where a log was shipped (`blackbox ship --to`), which `blackbox verify --dir` reads".to_owned(),
+        }
+        .into());
+    }
     let segments = blackbox_log::list_segments(dir)?;
     if segments.is_empty() {
         return Err(blackbox_log::Error::NotALog {
@@ -48,6 +55,19 @@ pub fn open_log_dir(dir: &Path) -> Result<Vec<SegmentEntry>> {
         .into());
     }
     Ok(segments)
+}
+
+/// Whether `dir` is a directory a log was shipped to: it holds a shipping manifest
+/// (`manifest.json`) and no segment file of its own.
+pub fn is_shipped_dir(dir: &Path) -> bool {
+    if !dir.join("manifest.json").is_file() {
+        return false;
+    }
+    match blackbox_log::list_segments(dir) {
+        Ok(segments) => segments.is_empty(),
+        // The manifest is a file no log directory holds: without segments, refused.
+        Err(_) => true,
+    }
 }
 
 /// The most a key file is read of: a key with generous whitespace around it.

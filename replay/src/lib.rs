@@ -102,7 +102,7 @@ pub use export::{
 pub use html_report::{
     ReportOptions, ReportScope, ReportWritten, incidents, shell_word, write_report,
 };
-pub use inputs::{open_log_dir, read_key_file};
+pub use inputs::{is_shipped_dir, open_log_dir, read_key_file};
 pub use json::{counters_json, hex, to_json};
 pub use manifest::{
     CheckReport, Excluded, ExportFormat, ExportManifest, ExportedFile, KindRows, MANIFEST_VERSION,

@@ -155,6 +155,59 @@ fn ship_and_verify_refuse_a_url_they_cannot_use() {
     assert!(!missing.exists(), "verify creates nothing");
 }
 
+#[test]
+fn a_store_given_as_a_plain_path_verifies_and_other_readers_say_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let names = recorded_log(&log);
+    let shipped = dir.path().join("shipped");
+    // `ship --to` takes a plain path: `verify --dir` takes the same path.
+    ok(&blackbox(&["ship", "--dir", s(&log), "--to", s(&shipped)]));
+    let verified = ok(&blackbox(&["verify", "--dir", s(&shipped)]));
+    assert!(verified.contains("is intact"), "{verified}");
+    let last = verified
+        .lines()
+        .find_map(|l| l.strip_prefix("last: "))
+        .unwrap_or_else(|| panic!("no digest in {verified}"));
+    assert_eq!(last, digest_of_sealed(&log, &names));
+    let err = fails(&blackbox(&["replay", "--dir", s(&shipped)]));
+    assert!(err.contains("it is where a log was shipped"), "{err}");
+    assert!(err.contains("blackbox verify --dir"), "{err}");
+}
+
+#[test]
+fn ship_to_s3_without_credentials_says_which_variables_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    recorded_log(&log);
+    // No credentials, and the instance metadata service (asked for them in their
+    // stead) is a closed loopback port.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let mut cmd = bin();
+    cmd.args(["ship", "--dir", s(&log), "--to", "s3://fleet/robot"])
+        .stdin(Stdio::null());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("AWS_METADATA_ENDPOINT", &endpoint)
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .env("AWS_REGION", "us-east-1");
+    let err = fails(&cmd.output().unwrap());
+    assert!(
+        err.contains("cannot read manifest s3://fleet/robot/manifest.json"),
+        "{err}"
+    );
+    assert!(
+        err.contains("no AWS credentials are set in the environment")
+            && err.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        "{err}"
+    );
+}
+
 /// The segment names the manifest of a directory store lists (none before it exists).
 fn manifest_names(shipped: &Path) -> Vec<String> {
     let Ok(bytes) = std::fs::read(shipped.join("manifest.json")) else {

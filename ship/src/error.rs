@@ -37,6 +37,8 @@ pub enum Error {
         what: String,
         /// The store's error.
         source: Box<object_store::Error>,
+        /// What the user may be missing (credentials), when something suggests it.
+        hint: Option<&'static str>,
     },
     /// The manifest is not a shipping manifest this version reads, or contradicts itself.
     Manifest {
@@ -73,15 +75,6 @@ pub enum Error {
     },
 }
 
-impl Error {
-    pub(crate) fn store(what: impl Into<String>, source: object_store::Error) -> Error {
-        Error::Store {
-            what: what.into(),
-            source: Box::new(source),
-        }
-    }
-}
-
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -90,7 +83,13 @@ impl fmt::Display for Error {
             Error::Io { what, path, source } => {
                 write!(f, "{what} {}: {source}", path.display())
             }
-            Error::Store { what, source } => write!(f, "{what}: {}", one_line(source)),
+            Error::Store { what, source, hint } => {
+                write!(f, "{what}: {}", one_line(source))?;
+                if let Some(hint) = hint {
+                    write!(f, "; {hint}")?;
+                }
+                Ok(())
+            }
             Error::Manifest { url, why } => write!(f, "manifest {url} is not usable: {why}"),
             Error::ForeignLog { url, why } => {
                 write!(f, "manifest {url} belongs to another log: {why}")

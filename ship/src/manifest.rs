@@ -40,7 +40,7 @@ pub struct LogIdentity {
 }
 
 /// One shipped segment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShippedSegment {
     /// The segment's file name, also its object's name under `segments/`.

@@ -20,7 +20,13 @@ pub struct Remote {
     prefix: Path,
     url: String,
     conditional_update: bool,
+    /// Whether the store asks the instance metadata service for credentials, the
+    /// environment naming none.
+    instance_credentials: bool,
 }
+
+/// Said after a store's error when the environment names no credentials.
+const NO_CREDENTIALS: &str = "no AWS credentials are set in the environment, so the instance metadata service was asked for them: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL for a store other than AWS)";
 
 impl fmt::Debug for Remote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -82,6 +88,7 @@ impl Remote {
                 prefix,
                 url: url.trim_end_matches('/').to_owned(),
                 conditional_update: true,
+                instance_credentials: !credentials_in_env(),
             });
         }
         let dir = if let Some(path) = url.strip_prefix("file://") {
@@ -119,6 +126,7 @@ impl Remote {
             prefix: Path::default(),
             url: url.trim_end_matches('/').to_owned(),
             conditional_update: false,
+            instance_credentials: false,
         })
     }
 
@@ -138,6 +146,17 @@ impl Remote {
             prefix,
             url: url.into(),
             conditional_update,
+            instance_credentials: false,
+        }
+    }
+
+    /// The store's error `e` while doing `what`, with a word on credentials when the
+    /// environment named none.
+    pub(crate) fn error(&self, what: impl Into<String>, e: object_store::Error) -> Error {
+        Error::Store {
+            what: what.into(),
+            source: Box::new(e),
+            hint: self.instance_credentials.then_some(NO_CREDENTIALS),
         }
     }
 
@@ -173,6 +192,21 @@ impl Remote {
     pub fn segment_url(&self, name: &str) -> String {
         format!("{}/segments/{name}", self.url)
     }
+}
+
+/// Whether the environment names credentials in one of the ways `object_store` reads
+/// them (keys, a web identity token, a container's credentials endpoint); without, it
+/// asks the instance metadata service.
+fn credentials_in_env() -> bool {
+    [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ]
+    .iter()
+    .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()))
+        || std::env::var("AWS_SKIP_SIGNATURE").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// The endpoint the environment names, as AWS tools read it.

@@ -144,9 +144,22 @@ pub fn ship_to(
     let rt = runtime()?;
     rt.block_on(async {
         let mut state = read_manifest(remote).await?;
+        // With nothing sealed to ship, the active segment alone says whether this is
+        // the manifest's log: another log's manifest is refused all the same.
+        if sealed.is_empty()
+            && let Some(active) = structure.last()
+        {
+            let start = ShippedSegment {
+                name: segment_file_name(active),
+                first_seq: active.first_seq,
+                prev_link: link_to_hex(&active.prev_link),
+                ..ShippedSegment::default()
+            };
+            check_continues(remote, state.manifest.as_ref(), &start, false)?;
+        }
         let mut report = ShipReport::default();
         for (path, local) in &sealed {
-            check_continues(remote, state.manifest.as_ref(), local)?;
+            check_continues(remote, state.manifest.as_ref(), local, true)?;
             let action = if state
                 .manifest
                 .as_ref()
@@ -212,12 +225,22 @@ fn describe(s: &SegmentSummary) -> Option<(PathBuf, ShippedSegment)> {
     ))
 }
 
+/// The file name of a segment (its path's last component).
+fn segment_file_name(s: &SegmentSummary) -> String {
+    s.path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// Checks that the local segment `local` is the manifest's entry of that name, or the
-/// one that continues the manifest's chain.
+/// one that continues the manifest's chain. Of the active segment (`sealed` false) only
+/// the start is known: its name, first seq and `prev_link`.
 fn check_continues(
     remote: &Remote,
     manifest: Option<&Manifest>,
     local: &ShippedSegment,
+    sealed: bool,
 ) -> Result<()> {
     let Some(m) = manifest else { return Ok(()) };
     let foreign = |why: String| Error::ForeignLog {
@@ -225,11 +248,21 @@ fn check_continues(
         why,
     };
     if let Some(shipped) = m.get(&local.name) {
-        if shipped.first_seq != local.first_seq
-            || shipped.last_seq != local.last_seq
-            || shipped.prev_link != local.prev_link
-            || shipped.last_link != local.last_link
-        {
+        // Every log starts at seq 0 from the same link: a segment the manifest holds
+        // sealed that is still the local log's active one is another log's.
+        if !sealed {
+            return Err(foreign(format!(
+                "it records segment {} as sealed, with seqs {}..={}, and the local log's segment of that name is its active one, still being written",
+                local.name, shipped.first_seq, shipped.last_seq
+            )));
+        }
+        if shipped.first_seq != local.first_seq || shipped.prev_link != local.prev_link {
+            return Err(foreign(format!(
+                "it records segment {} as starting at seq {} from link {}, and the local segment starts at seq {} from link {}",
+                local.name, shipped.first_seq, shipped.prev_link, local.first_seq, local.prev_link
+            )));
+        }
+        if shipped.last_seq != local.last_seq || shipped.last_link != local.last_link {
             return Err(foreign(format!(
                 "it records segment {} with seqs {}..={} ending in link {}, and the local segment holds seqs {}..={} ending in link {}",
                 local.name,
@@ -254,8 +287,11 @@ fn check_continues(
     }
     if last.last_seq.checked_add(1) != Some(local.first_seq) {
         return Err(foreign(format!(
-            "it ends at seq {} and the local log's next sealed segment, {}, starts at seq {}: the segments between were pruned before they were shipped",
-            last.last_seq, local.name, local.first_seq
+            "it ends at seq {} and the local log's next {}segment, {}, starts at seq {}: the segments between were pruned before they were shipped",
+            last.last_seq,
+            if sealed { "sealed " } else { "" },
+            local.name,
+            local.first_seq
         )));
     }
     if local.prev_link != last.last_link {
@@ -285,7 +321,7 @@ pub(crate) async fn read_manifest(remote: &Remote) -> Result<ManifestState> {
                 version: None,
             });
         }
-        Err(e) => return Err(Error::store(format!("cannot read manifest {url}"), e)),
+        Err(e) => return Err(remote.error(format!("cannot read manifest {url}"), e)),
     };
     if got.meta.size > MANIFEST_BYTES_MAX {
         return Err(Error::Manifest {
@@ -303,7 +339,7 @@ pub(crate) async fn read_manifest(remote: &Remote) -> Result<ManifestState> {
     let bytes = got
         .bytes()
         .await
-        .map_err(|e| Error::store(format!("cannot read manifest {url}"), e))?;
+        .map_err(|e| remote.error(format!("cannot read manifest {url}"), e))?;
     let manifest = Manifest::parse(&bytes).map_err(|why| Error::Manifest {
         url: url.clone(),
         why,
@@ -330,7 +366,7 @@ async fn write_manifest(remote: &Remote, state: &mut ManifestState, next: Manife
                 .store()
                 .head(&path)
                 .await
-                .map_err(|e| Error::store(format!("cannot read manifest {url}"), e))?;
+                .map_err(|e| remote.error(format!("cannot read manifest {url}"), e))?;
             if meta.e_tag != v.e_tag {
                 return Err(Error::Conflict { url });
             }
@@ -353,7 +389,7 @@ async fn write_manifest(remote: &Remote, state: &mut ManifestState, next: Manife
         Err(
             object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. },
         ) => Err(Error::Conflict { url }),
-        Err(e) => Err(Error::store(format!("cannot write manifest {url}"), e)),
+        Err(e) => Err(remote.error(format!("cannot write manifest {url}"), e)),
     }
 }
 
@@ -388,7 +424,7 @@ async fn stored_matches(remote: &Remote, entry: &ShippedSegment) -> Result<bool>
     let meta = match remote.store().head(&path).await {
         Ok(meta) => meta,
         Err(object_store::Error::NotFound { .. }) => return Ok(false),
-        Err(e) => return Err(Error::store(format!("cannot look up {url}"), e)),
+        Err(e) => return Err(remote.error(format!("cannot look up {url}"), e)),
     };
     if meta.size != entry.bytes {
         return Ok(false);
@@ -429,14 +465,14 @@ async fn upload(
                 PutOptions::default(),
             )
             .await
-            .map_err(|e| Error::store(format!("cannot upload {url}"), e))?;
+            .map_err(|e| remote.error(format!("cannot upload {url}"), e))?;
     } else {
         let part = options.part_bytes.max(1);
         let upload = remote
             .store()
             .put_multipart_opts(&object, PutMultipartOptions::default())
             .await
-            .map_err(|e| Error::store(format!("cannot start the upload of {url}"), e))?;
+            .map_err(|e| remote.error(format!("cannot start the upload of {url}"), e))?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
         let mut buf = vec![0u8; part];
         let result: Result<()> = async {
@@ -450,7 +486,7 @@ async fn upload(
                 writer
                     .wait_for_capacity(2)
                     .await
-                    .map_err(|e| Error::store(format!("cannot upload a part of {url}"), e))?;
+                    .map_err(|e| remote.error(format!("cannot upload a part of {url}"), e))?;
                 writer.write(&buf[..n]);
             }
             check_sent(entry, sent, &hasher)
@@ -464,13 +500,13 @@ async fn upload(
         writer
             .finish()
             .await
-            .map_err(|e| Error::store(format!("cannot finish the upload of {url}"), e))?;
+            .map_err(|e| remote.error(format!("cannot finish the upload of {url}"), e))?;
     }
     let meta = remote
         .store()
         .head(&object)
         .await
-        .map_err(|e| Error::store(format!("cannot check the upload of {url}"), e))?;
+        .map_err(|e| remote.error(format!("cannot check the upload of {url}"), e))?;
     if meta.size != entry.bytes {
         return Err(Error::Mismatch {
             segment: entry.name.clone(),

@@ -183,12 +183,12 @@ async fn hash_object_into(
                 why: format!("the manifest lists it but the store has no object {url}"),
             });
         }
-        Err(e) => return Err(Error::store(format!("cannot download {url}"), e)),
+        Err(e) => return Err(remote.error(format!("cannot download {url}"), e)),
     };
     let mut stream = got.into_stream();
     let mut hasher = blake3::Hasher::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| Error::store(format!("cannot download {url}"), e))?;
+        let chunk = chunk.map_err(|e| remote.error(format!("cannot download {url}"), e))?;
         hasher.update(&chunk);
         *len += chunk.len() as u64;
         if let Some(file) = sink.as_deref_mut() {

@@ -328,6 +328,22 @@ fn a_manifest_of_another_log_is_refused() {
         before,
         "the manifest is left as it was"
     );
+
+    // A log with nothing sealed to ship is refused too: its active segment is one the
+    // manifest holds sealed (every log starts at seq 0 from the same link).
+    let c = tempfile::tempdir().unwrap();
+    make_log(c.path(), 20, SEGMENT_BYTES);
+    assert_eq!(segment_files(c.path()).len(), 1, "only the active segment");
+    let err = ship_to(
+        c.path(),
+        &remote(plain.clone(), "robot"),
+        &ShipOptions::default(),
+        |_| {},
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::ForeignLog { .. }), "{err}");
+    assert!(err.to_string().contains("is its active one"), "{err}");
+    assert_eq!(object(&*plain, "robot/manifest.json").unwrap(), before);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `blackbox verify`: every checksum and the whole hash chain; exit 0 only if intact.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use blackbox::Digest;
 use blackbox_replay::format_time;
@@ -29,13 +29,17 @@ pub struct Args {
 /// Runs `blackbox verify`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
-    if let Some(url) = dir.to_str().filter(|d| blackbox_ship::is_url(d)) {
-        let digest: Option<Digest> = args
-            .digest
-            .as_deref()
-            .map(str::parse)
-            .transpose()
-            .map_err(|e: blackbox_log::Error| CliError::new(describe_log(&e)))?;
+    let digest: Option<Digest> = args
+        .digest
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(|e: blackbox_log::Error| CliError::new(describe_log(&e)))?;
+    // A URL, or a directory a log was shipped to (`ship --to PATH`): a shipped log.
+    if let Some(url) = dir
+        .to_str()
+        .filter(|d| blackbox_ship::is_url(d) || blackbox_replay::is_shipped_dir(Path::new(d)))
+    {
         return super::verify_remote::run(
             url,
             args.key_file.as_deref(),
@@ -45,12 +49,6 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     let segments =
         blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
-    let digest: Option<Digest> = args
-        .digest
-        .as_deref()
-        .map(str::parse)
-        .transpose()
-        .map_err(|e: blackbox_log::Error| CliError::new(describe_log(&e)))?;
     let key = key_from(args.key_file.as_deref())?;
     let total: u64 = segments
         .iter()
