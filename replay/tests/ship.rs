@@ -24,7 +24,12 @@ fn blackbox_s3(moto: &Moto, args: &[&str]) -> Output {
 
 /// A recorded log of several sealed segments and an active one.
 fn recorded_log(dir: &Path) -> Vec<String> {
-    let input: String = (0..3_000)
+    recorded_log_of(dir, 3_000)
+}
+
+/// A recorded log of `events` events (at least 3000: several sealed segments).
+fn recorded_log_of(dir: &Path, events: usize) -> Vec<String> {
+    let input: String = (0..events)
         .map(|i| format!("{{\"kind\":\"sensor.imu\",\"values\":{{\"ax\":{i}}}}}\n"))
         .collect();
     ok(&record(dir, &input, &["--segment-bytes", "16KiB"]));
@@ -206,6 +211,96 @@ fn ship_to_s3_without_credentials_says_which_variables_to_set() {
             && err.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
         "{err}"
     );
+}
+
+#[test]
+fn fleet_verify_prints_one_line_per_robot_and_fails_naming_the_damaged_ones() {
+    let moto = Moto::start();
+    moto.create_bucket("fleet");
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local");
+    let mut digests = Vec::new();
+    for (i, robot) in ["robot-a", "robot-b", "robot-c"].iter().enumerate() {
+        let log = dir.path().join(robot);
+        let names = recorded_log_of(&log, 3_000 + 500 * i);
+        let digest = digest_of_sealed(&log, &names);
+        ok(&blackbox_s3(
+            &moto,
+            &[
+                "ship",
+                "--dir",
+                s(&log),
+                "--to",
+                &format!("s3://fleet/logs/{robot}"),
+            ],
+        ));
+        ok(&blackbox(&[
+            "ship",
+            "--dir",
+            s(&log),
+            "--to",
+            s(&local.join(robot)),
+        ]));
+        digests.push((*robot, digest));
+    }
+
+    let out = ok(&blackbox_s3(&moto, &["fleet", "verify", "s3://fleet/logs"]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    for (line, (robot, digest)) in lines.iter().zip(&digests) {
+        assert!(line.starts_with(&format!("{robot}: intact: ")), "{line}");
+        assert!(line.ends_with(&format!(", last {digest}")), "{line}");
+    }
+    assert_eq!(lines[3], "fleet s3://fleet/logs: all 3 logs intact");
+    let err = fails(&blackbox_s3(
+        &moto,
+        &["fleet", "verify", "s3://fleet/logs/robot-b"],
+    ));
+    assert!(err.contains("it is one shipped log, not a fleet"), "{err}");
+
+    // The same fleet in a directory, robot-b's second segment changed.
+    let segments = local.join("robot-b").join("segments");
+    let mut objects: Vec<_> = std::fs::read_dir(&segments)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    objects.sort();
+    let mut bytes = std::fs::read(&objects[1]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&objects[1], bytes).unwrap();
+    let out = blackbox(&["fleet", "verify", s(&local), "--json"]);
+    let err = fails(&out);
+    assert!(
+        err.contains("1 of the 3 logs under") && err.ends_with("failed verification: robot-b\n"),
+        "{err}"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    for (row, (robot, digest)) in rows.iter().zip(&digests) {
+        assert_eq!(row["robot"], *robot);
+        if *robot == "robot-b" {
+            assert_eq!(row["intact"], false);
+            let name = objects[1].file_name().unwrap().to_string_lossy();
+            assert!(
+                row["error"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("segment {name}: ")),
+                "{row}"
+            );
+        } else {
+            assert_eq!(row["intact"], true);
+            assert_eq!(row["last"], *digest);
+        }
+    }
+    assert_eq!(rows[3]["logs"], 3);
+    assert_eq!(rows[3]["intact"], 2);
+    assert_eq!(rows[3]["failed"], serde_json::json!(["robot-b"]));
 }
 
 /// The segment names the manifest of a directory store lists (none before it exists).

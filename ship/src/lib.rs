@@ -12,17 +12,21 @@
 //!   segment the manifest holds, never recording one that is not whole in the store.
 //! - [`verify_url`] / [`verify_remote`]: the manifest, each object's blake3, then the
 //!   log's own verify over the shipped segments (the chain across all of them).
+//! - [`list_fleet`] / [`verify_fleet`]: the logs of a fleet, one per prefix under the
+//!   fleet's (`<fleet>/<robot>/manifest.json`), verified side by side.
 //!
 //! The API is synchronous: each call runs the store's requests on a runtime of its own
 //! on the calling thread.
 
 mod error;
+mod fleet;
 mod manifest;
 mod remote;
 mod ship;
 mod verify;
 
 pub use error::{Error, Result};
+pub use fleet::{FleetLog, list_fleet, verify_fleet};
 pub use manifest::{
     LogIdentity, MANIFEST_BYTES_MAX, MANIFEST_FORMAT, MANIFEST_VERSION, Manifest, ShippedSegment,
     segment_name,

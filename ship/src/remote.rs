@@ -165,6 +165,22 @@ impl Remote {
         &self.url
     }
 
+    /// The remote under this one's prefix at `name` (a robot of a fleet), on the same
+    /// store and its connections.
+    pub fn child(&self, name: &str) -> Remote {
+        Remote {
+            store: Arc::clone(&self.store),
+            prefix: self.prefix.clone().join(name),
+            url: format!("{}/{name}", self.url),
+            conditional_update: self.conditional_update,
+            instance_credentials: self.instance_credentials,
+        }
+    }
+
+    pub(crate) fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
     pub(crate) fn store(&self) -> &dyn ObjectStore {
         &*self.store
     }

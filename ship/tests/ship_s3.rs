@@ -6,11 +6,11 @@ mod common;
 
 use std::sync::Arc;
 
-use blackbox_log::{Digest, LogReader};
 use blackbox_ship::{Action, Error, Manifest, Remote, ShipOptions, ship_to, verify_remote};
 use common::moto::Moto;
 use common::{
-    Faulty, Stop, delete_object, make_log, object, put_object, s3, sealed_hashes, segment_files,
+    Faulty, Stop, delete_object, local_digest_of_sealed, make_log, object, put_object, s3,
+    sealed_hashes, segment_files,
 };
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -393,21 +393,6 @@ fn a_manifest_changed_by_another_shipper_during_a_pass_is_not_overwritten() {
         theirs.to_bytes(),
         "the other shipper's manifest stays"
     );
-}
-
-/// The digest of the sealed segments alone, as `blackbox digest` computes it: on a
-/// copy of the sealed segment files.
-fn local_digest_of_sealed(dir: &std::path::Path) -> Digest {
-    let copy = tempfile::tempdir().unwrap();
-    let files = segment_files(dir);
-    for (name, path) in &files[..files.len() - 1] {
-        std::fs::copy(path, copy.path().join(name)).unwrap();
-    }
-    LogReader::open(copy.path())
-        .unwrap()
-        .digest()
-        .unwrap()
-        .unwrap()
 }
 
 #[test]

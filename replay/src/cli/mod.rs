@@ -19,6 +19,7 @@ mod damage;
 mod demo;
 mod digest;
 mod export;
+mod fleet;
 mod import;
 mod kb;
 mod range;
@@ -74,6 +75,8 @@ enum Command {
     Release(release::Args),
     /// Ship the sealed segments to object storage (S3 or a directory) with a manifest.
     Ship(ship::Args),
+    /// The logs of a fleet shipped under one prefix: `fleet verify` checks every one.
+    Fleet(fleet::Args),
 }
 
 /// Runs the command line and maps every outcome to an exit code: 0 on success, 1 on a
@@ -102,6 +105,7 @@ pub fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Ship(args) => ship::run(args),
+        Command::Fleet(args) => fleet::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

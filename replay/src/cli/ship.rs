@@ -60,7 +60,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     // A signal only asks the loop to stop: a pass under way finishes, so the manifest
     // is never left behind an upload that could have been recorded.
-    let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst));
+    ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst)).map_err(|e| {
+        CliError::new(format!(
+            "cannot install the SIGINT and SIGTERM handler that lets --follow stop between passes: {e}"
+        ))
+    })?;
     let interval = Duration::from_nanos(args.interval);
     let mut seen = segment_count(dir)?;
     pass(dir, &remote, &options, true)?;
