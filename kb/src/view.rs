@@ -462,9 +462,7 @@ impl View {
         until: Option<Seq>,
     ) -> Result<usize> {
         let reader = LogReader::open_with(log_dir, ReaderOptions { key })?;
-        let first_seq = blackbox_log::list_segments(log_dir)?
-            .first()
-            .map_or(0, |s| s.first_seq);
+        let first_seq = reader.segments()?.first().map_or(0, |s| s.first_seq);
         let rebuilding = self
             .meta
             .get(REBUILDING)
@@ -540,7 +538,12 @@ impl View {
         // the record the view applied last was pruned, the next catch-up starts after
         // it rather than at the log's start again.
         let mut copy_of_applied: Option<(Version, u64)> = None;
-        for record in reader.records((Bound::Included(Seq(from)), end))? {
+        // Only the knowledge base's records count here: the log's tag index passes over
+        // the sealed blocks that hold none.
+        let records = reader
+            .records((Bound::Included(Seq(from)), end))?
+            .with_tags([KB_SNAPSHOT_RECORD, KB_RECORD, KB_CARRIED_RECORD].map(|t| t.index_tag()));
+        for record in records {
             let record = record?;
             let t = record.record_type();
             let seq = record.seq();

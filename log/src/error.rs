@@ -32,6 +32,13 @@ pub enum Error {
         /// Why it is not a log (the first foreign entry, a bad magic number, ...).
         reason: String,
     },
+    /// A log given by URL could not be opened, or was given to something that writes.
+    Remote {
+        /// The URL.
+        url: String,
+        /// Why, in the store's words or the program's.
+        why: String,
+    },
     /// A segment was written in a format version this build does not read: a newer
     /// one, or an older one (this build reads its own version only).
     UnsupportedVersion {
@@ -277,6 +284,7 @@ impl fmt::Display for Error {
             Error::NotALog { dir, reason } => {
                 write!(f, "{} is not a Blackbox log: {reason}", dir.display())
             }
+            Error::Remote { url, why } => write!(f, "log {url}: {why}"),
             Error::UnsupportedVersion {
                 segment,
                 found,

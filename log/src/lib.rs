@@ -69,6 +69,7 @@ mod salvage;
 mod scan;
 mod segment;
 mod shown;
+pub mod source;
 pub mod storage;
 mod structure;
 mod verify;

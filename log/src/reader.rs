@@ -13,6 +13,7 @@ use crate::segment::{
     self, AlignedBuf, BlockCursor, CheckedBlock, HeaderOnly, HeaderState, SegmentEntry,
     SegmentFile, Step,
 };
+use crate::source::{self, SegmentSource};
 use crate::structure::{self, SegmentSummary};
 use crate::writer::check_continuity;
 use crate::{RecordType, Seq};
@@ -33,6 +34,11 @@ pub struct ReaderOptions {
 #[derive(Debug, Clone)]
 pub struct LogReader {
     dir: PathBuf,
+    /// The store of a log read by URL; `None` for a directory.
+    source: Option<Arc<dyn SegmentSource>>,
+    /// The structure the source knows without reading segments (a shipped log's
+    /// manifest), by first seq.
+    summaries: Option<Arc<Vec<SegmentSummary>>>,
     pub(crate) key_id: Option<[u8; 32]>,
     pub(crate) chainer: Option<Chainer>,
     keyed_without_key: bool,
@@ -55,22 +61,28 @@ impl LogReader {
     /// As [`LogReader::open`]; [`Error::WrongKey`] if the key does not match.
     pub fn open_with(dir: impl AsRef<Path>, opts: ReaderOptions) -> Result<LogReader> {
         let dir = dir.as_ref().to_owned();
-        let listing = segment::read_listing(&dir)?;
-        if listing.segments.is_empty()
-            && listing.not_files.is_empty()
-            && let Some(name) = listing.foreign
-        {
-            return Err(Error::NotALog {
-                dir,
-                reason: format!("it holds {name:?}, which is not a segment file"),
-            });
-        }
+        let (segments, source) = if source::is_url(&dir) {
+            let source = source::open_url(&dir)?;
+            (source::list_source(&source)?, Some(source))
+        } else {
+            let listing = segment::read_listing(&dir)?;
+            if listing.segments.is_empty()
+                && listing.not_files.is_empty()
+                && let Some(name) = listing.foreign
+            {
+                return Err(Error::NotALog {
+                    dir,
+                    reason: format!("it holds {name:?}, which is not a segment file"),
+                });
+            }
+            (listing.segments, None)
+        };
         let key_id = opts.key.as_ref().map(ChainKey::id);
         let mut keyed_without_key = false;
         // The first header that can be read tells whether the log is keyed. Damage is
         // not an error here: range reads report what they meet, and salvage reads
         // around it.
-        for entry in &listing.segments {
+        for entry in &segments {
             match SegmentFile::open(entry, key_id, true) {
                 Ok(HeaderState::Ok(seg)) => {
                     keyed_without_key = seg.header.is_keyed() && key_id.is_none();
@@ -81,8 +93,11 @@ impl LogReader {
             }
         }
         let chainer = (!keyed_without_key).then(|| Chainer::new(opts.key.as_ref()));
+        let summaries = source.as_ref().and_then(|s| s.summaries()).map(Arc::new);
         Ok(LogReader {
             dir,
+            source,
+            summaries,
             key_id,
             chainer,
             keyed_without_key,
@@ -214,11 +229,17 @@ impl LogReader {
     /// start: the blocks of the newest segment that holds one are read up to it (the
     /// only blocks this reads), else the start is a `MissingStart`.
     pub fn structure(&self) -> Result<Vec<SegmentSummary>> {
-        let summaries = structure::check_structure(&self.dir, self.key_id, true)?;
+        // A shipped log's manifest was checked to continue from segment to segment
+        // when it was read; the blocks a query reads are checked as they are read, and
+        // `verify` of the shipped log reads them all.
+        if let Some(summaries) = &self.summaries {
+            return Ok(summaries.as_ref().clone());
+        }
+        let summaries = structure::check_segments(&self.segments()?, self.key_id, true)?;
         if let Some(first) = summaries.first()
             && first.first_seq > 0
         {
-            let segments = segment::list_segments(&self.dir)?;
+            let segments = self.segments()?;
             if let Some(entry) = segments.first()
                 && let HeaderState::Ok(seg) = SegmentFile::open(entry, self.key_id, true)?
                 && let Some(start) = crate::retention::cut_start(&seg)
@@ -254,6 +275,7 @@ impl LogReader {
             .map(|s| SegmentEntry {
                 first_seq: s.first_seq,
                 path: s.path.clone(),
+                source: self.source.clone(),
             })
             .collect();
         let n = segments.len();
@@ -298,8 +320,21 @@ impl LogReader {
         Ok(records.last_block_end)
     }
 
+    /// The log's segments now: its directory's listing, or, for a log read by URL,
+    /// its store's.
+    ///
+    /// # Errors
+    ///
+    /// As [`list_segments`](crate::list_segments); the store's error.
+    pub fn segments(&self) -> Result<Vec<SegmentEntry>> {
+        match &self.source {
+            Some(source) => source::list_source(source),
+            None => segment::list_segments(&self.dir),
+        }
+    }
+
     fn start(&self, range: Range, empty: bool) -> Result<Records> {
-        let segments = segment::list_segments(&self.dir)?;
+        let segments = self.segments()?;
         let mut records = Records {
             reader: self.clone(),
             segments,
@@ -514,7 +549,10 @@ impl Records {
                 let (mut a, mut b) = (0usize, n - 1);
                 while a < b {
                     let mid = a + (b - a) / 2;
-                    let last_ts = self.footer_of(mid)?.map_or(u64::MAX, |f| f.last_ts);
+                    let last_ts = match self.known_last_ts(mid) {
+                        Some(known) => known,
+                        None => self.footer_of(mid)?.map_or(u64::MAX, |f| f.last_ts),
+                    };
                     if last_ts < lo {
                         a = mid + 1;
                     } else {
@@ -524,6 +562,17 @@ impl Records {
                 Ok(a)
             }
         }
+    }
+
+    /// The last time of segment `i` as the source knows it without reading it (an
+    /// unsealed segment reaches everything); `None` when it does not.
+    fn known_last_ts(&self, i: usize) -> Option<u64> {
+        let summaries = self.reader.summaries.as_ref()?;
+        let first_seq = self.segments.get(i)?.first_seq;
+        let at = summaries
+            .binary_search_by_key(&first_seq, |s| s.first_seq)
+            .ok()?;
+        Some(summaries[at].sealed.map_or(u64::MAX, |f| f.last_ts_ns))
     }
 
     fn footer_of(&self, i: usize) -> Result<Option<Footer>> {

@@ -246,7 +246,15 @@ pub struct Salvage {
 impl Salvage {
     pub(crate) fn new(reader: &LogReader, lo: u64, hi: Option<u64>) -> Result<Salvage> {
         let dir = reader.dir().to_owned();
-        let listing = segment::read_listing(&dir)?;
+        let listing = if crate::source::is_url(&dir) {
+            // A shipped log: its store lists segments, never anything else.
+            segment::Listing {
+                segments: reader.segments()?,
+                ..segment::Listing::default()
+            }
+        } else {
+            segment::read_listing(&dir)?
+        };
         if listing.segments.is_empty()
             && listing.not_files.is_empty()
             && let Some(name) = listing.foreign

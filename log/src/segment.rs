@@ -3,7 +3,6 @@
 //! they agree on what is intact, what is a torn tail and what is damage.
 
 use std::fs::{self, File};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use crate::format::{
     self, BLOCK_HEADER_LEN, BLOCK_MAGIC, BlockHeader, FORMAT_VERSION, FRAME_HEADER_LEN, Footer,
     SEGMENT_HEADER_LEN, SegmentHeader, TRAILER_LEN,
 };
+use crate::source::{SegmentRead, SegmentSource};
 
 /// Name of the writer's lock file inside a log directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
@@ -22,14 +22,35 @@ pub const LOCK_FILE_NAME: &str = "LOCK";
 /// ignore it). Only a log with a disk budget has one.
 pub const RESERVE_FILE_NAME: &str = ".reserve";
 
-/// A segment file found in a log directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A segment file found in a log directory (or a segment of a log read by URL).
+#[derive(Debug, Clone)]
 pub struct SegmentEntry {
     /// First seq, from the file name.
     pub first_seq: u64,
-    /// Full path.
+    /// Full path (for a log read by URL, its object's URL).
     pub path: PathBuf,
+    /// Where it is read from when it is not a file.
+    pub(crate) source: Option<Arc<dyn SegmentSource>>,
 }
+
+impl SegmentEntry {
+    /// The segment file at `path`, whose first seq is `first_seq`.
+    pub fn new(first_seq: u64, path: PathBuf) -> SegmentEntry {
+        SegmentEntry {
+            first_seq,
+            path,
+            source: None,
+        }
+    }
+}
+
+impl PartialEq for SegmentEntry {
+    fn eq(&self, other: &SegmentEntry) -> bool {
+        self.first_seq == other.first_seq && self.path == other.path
+    }
+}
+
+impl Eq for SegmentEntry {}
 
 /// Lists the segments of `dir`, sorted by first seq.
 ///
@@ -102,10 +123,7 @@ pub(crate) fn read_listing(dir: &Path) -> Result<Listing> {
             .file_type()
             .map_err(|e| Error::io("inspect", entry.path(), e))?;
         if let Some(first_seq) = format::parse_segment_file_name(name) {
-            let segment = SegmentEntry {
-                first_seq,
-                path: entry.path(),
-            };
+            let segment = SegmentEntry::new(first_seq, entry.path());
             if file_type.is_file() {
                 listing.segments.push(segment);
             } else {
@@ -207,7 +225,13 @@ impl AlignedBuf {
 
     /// Fills the buffer with up to `want` bytes of `file` from `offset`; returns how many
     /// were available.
-    fn fill(&mut self, file: &File, path: &Path, offset: u64, want: usize) -> Result<usize> {
+    fn fill(
+        &mut self,
+        file: &dyn SegmentRead,
+        path: &Path,
+        offset: u64,
+        want: usize,
+    ) -> Result<usize> {
         // Zero only on growth: a reused buffer is overwritten by the read, and bytes past
         // what the read returned are never exposed (`len` bounds every view).
         if self.words.len() < want.div_ceil(8) {
@@ -233,7 +257,7 @@ impl AlignedBuf {
 #[derive(Debug)]
 pub(crate) struct SegmentFile {
     pub(crate) path: PathBuf,
-    pub(crate) file: File,
+    pub(crate) file: Box<dyn SegmentRead>,
     pub(crate) len: u64,
     pub(crate) header: SegmentHeader,
 }
@@ -260,11 +284,13 @@ impl SegmentFile {
         allow_missing_key: bool,
     ) -> Result<HeaderState> {
         let path = entry.path.clone();
-        let file = open_regular(entry)?;
+        let file: Box<dyn SegmentRead> = match &entry.source {
+            Some(source) => source.open(entry)?,
+            None => Box::new(open_regular(entry)?),
+        };
         let len = file
-            .metadata()
-            .map_err(|e| Error::io("inspect segment", &path, e))?
-            .len();
+            .byte_len()
+            .map_err(|e| Error::io("inspect segment", &path, e))?;
         let mut head = [0u8; SEGMENT_HEADER_LEN];
         let want = usize::try_from(len.min(SEGMENT_HEADER_LEN as u64)).unwrap_or(0);
         file.read_exact_at(&mut head[..want], 0)
@@ -605,7 +631,7 @@ impl BlockCursor {
                 Arc::get_mut(&mut self.chunk).expect("a fresh Arc is unique")
             }
         };
-        let got = buf.fill(&self.seg.file, &self.seg.path, offset, want)?;
+        let got = buf.fill(&*self.seg.file, &self.seg.path, offset, want)?;
         self.chunk_offset = offset;
         Ok(got)
     }

@@ -52,7 +52,15 @@ pub(crate) fn check_structure(
     key_id: Option<[u8; 32]>,
     allow_missing_key: bool,
 ) -> Result<Vec<SegmentSummary>> {
-    let segments = segment::list_segments(dir)?;
+    check_segments(&segment::list_segments(dir)?, key_id, allow_missing_key)
+}
+
+/// [`check_structure`] of the segments listed.
+pub(crate) fn check_segments(
+    segments: &[SegmentEntry],
+    key_id: Option<[u8; 32]>,
+    allow_missing_key: bool,
+) -> Result<Vec<SegmentSummary>> {
     let mut point = ChainPoint {
         next_seq: 0,
         last_ts: 0,
@@ -86,7 +94,7 @@ pub(crate) fn check_structure(
         check_continuity(&seg, &point, i == 0 && point.next_seq == 0)?;
         let sealed = match seg.read_footer()? {
             None if is_last => None,
-            None => return Err(missing_footer(&seg, &segments, i)),
+            None => return Err(missing_footer(&seg, segments, i)),
             Some((footer, footer_start)) => {
                 point = point_after_footer(&seg, &footer, footer_start, &point)?;
                 Some(SealedSummary {

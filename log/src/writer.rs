@@ -380,6 +380,12 @@ impl Log {
         opts.validate()?;
         opts.segment_bytes_max = opts.effective_segment_bytes_max();
         let dir = dir.as_ref().to_owned();
+        if crate::source::is_url(&dir) {
+            return Err(Error::Remote {
+                url: dir.display().to_string(),
+                why: "a shipped log is read where it lies, never written: write to a log directory on this machine and ship it".to_owned(),
+            });
+        }
         let mut created = false;
         match fs::metadata(&dir) {
             Ok(m) if m.is_dir() => {}

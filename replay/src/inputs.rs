@@ -17,6 +17,11 @@ use crate::error::{Error, Result};
 /// [`Error::NoSuchDir`]; [`blackbox_log::Error::NotALog`] (as [`Error::Log`]) for a
 /// file, a directory holding foreign files, or a directory without any segment.
 pub fn open_log_dir(dir: &Path) -> Result<Vec<SegmentEntry>> {
+    // A log shipped to object storage, read where it lies (the program installed the
+    // reader of such URLs).
+    if blackbox_log::source::is_url(dir) {
+        return Ok(blackbox_log::LogReader::open(dir)?.segments()?);
+    }
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {

@@ -95,7 +95,7 @@ pub fn salvage(dir: impl AsRef<Path>, query: &Query) -> Result<Salvage> {
 /// with one), or of the first segment: a salvage from there learns every name in use
 /// at `from`. A segment whose first record is lost is passed over.
 fn dictionary_start(reader: &LogReader, from: u64) -> Result<u64> {
-    let segments = blackbox_log::list_segments(reader.dir())?;
+    let segments = reader.segments()?;
     let holding = segments
         .partition_point(|s| s.first_seq <= from)
         .saturating_sub(1);

@@ -85,8 +85,10 @@ impl LogStats {
 pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
     let dir = dir.as_ref();
     let segments = open_log_dir(dir)?;
+    let remote = blackbox_log::source::is_url(dir);
     let mut bytes = 0;
-    for s in &segments {
+    // A shipped log's sizes come from its structure below, not from files.
+    for s in segments.iter().filter(|_| !remote) {
         bytes += std::fs::metadata(&s.path)
             .map_err(|e| Error::Io {
                 op: "inspect segment",
@@ -101,6 +103,9 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
     // A log pruned at its front starts at its first segment (the structure check
     // proved that cut by its prune record).
     let structure = reader.structure()?;
+    if remote {
+        bytes = structure.iter().map(|s| s.len_bytes).sum();
+    }
     let start_seq = structure.first().map_or(0, |s| s.first_seq);
     let first_ts_ns = match reader.records(Seq(start_seq)..=Seq(start_seq))?.next() {
         Some(r) => Some(r?.ts_ns()),

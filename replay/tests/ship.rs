@@ -105,6 +105,78 @@ fn ship_to_s3_then_verify_remotely_with_the_local_digest() {
 }
 
 #[test]
+fn read_commands_take_a_shipped_logs_url_and_answer_as_the_local_log_does() {
+    let moto = Moto::start();
+    moto.create_bucket("fleet");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let names = recorded_log(&log);
+    ok(&blackbox_s3(
+        &moto,
+        &["ship", "--dir", s(&log), "--to", "s3://fleet/robot-7"],
+    ));
+    let digest = digest_of_sealed(&log, &names);
+    let last = digest.split(':').next().unwrap();
+    let url = "s3://fleet/robot-7";
+
+    let remote = ok(&blackbox_s3(&moto, &["replay", "--dir", url, "--json"]));
+    let local = ok(&blackbox(&[
+        "replay",
+        "--dir",
+        s(&log),
+        "--json",
+        "--to-seq",
+        last,
+    ]));
+    assert!(remote.lines().count() > 1_000, "{}", remote.lines().count());
+    assert_eq!(remote, local, "the shipped prefix, record for record");
+    assert_eq!(
+        ok(&blackbox_s3(&moto, &["digest", "--dir", url])).trim(),
+        digest
+    );
+    let middle: serde_json::Value =
+        serde_json::from_str(remote.lines().nth(remote.lines().count() / 2).unwrap()).unwrap();
+    let at = middle["ts_ns"].as_u64().unwrap().to_string();
+    assert_eq!(
+        ok(&blackbox_s3(
+            &moto,
+            &["state", "--dir", url, "--at", &at, "--json"]
+        )),
+        ok(&blackbox(&[
+            "state",
+            "--dir",
+            s(&log),
+            "--at",
+            &at,
+            "--json"
+        ])),
+    );
+    let stats = ok(&blackbox_s3(&moto, &["stats", "--dir", url]));
+    assert!(
+        stats.contains(&format!("(seq 0..={last})"))
+            && stats.contains(&format!("segments  {}", names.len() - 1)),
+        "{stats}"
+    );
+    // What writes to a log, or needs it on this machine, says so.
+    let err = fails(&blackbox_s3(
+        &moto,
+        &[
+            "report",
+            "--dir",
+            url,
+            "--out",
+            s(&dir.path().join("r.html")),
+        ],
+    ));
+    assert!(err.contains("is a shipped log"), "{err}");
+    let err = fails(&blackbox_s3(
+        &moto,
+        &["kb", "put", "k", "1", "--evidence", "1", "--dir", url],
+    ));
+    assert!(err.contains("never written"), "{err}");
+}
+
+#[test]
 fn a_tampered_shipped_segment_fails_remote_verify_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");

@@ -12,6 +12,8 @@
 //!   segment the manifest holds, never recording one that is not whole in the store.
 //! - [`verify_url`] / [`verify_remote`]: the manifest, each object's blake3, then the
 //!   log's own verify over the shipped segments (the chain across all of them).
+//! - [`RemoteLog`] / [`install_url_reader`]: a shipped log read where it lies, by range
+//!   requests, so that every read command takes its URL as `--dir`.
 //! - [`list_fleet`] / [`verify_fleet`]: the logs of a fleet, one per prefix under the
 //!   fleet's (`<fleet>/<robot>/manifest.json`), verified side by side.
 //!
@@ -21,6 +23,7 @@
 mod error;
 mod fleet;
 mod manifest;
+mod read;
 mod remote;
 mod ship;
 mod verify;
@@ -31,6 +34,7 @@ pub use manifest::{
     LogIdentity, MANIFEST_BYTES_MAX, MANIFEST_FORMAT, MANIFEST_VERSION, Manifest, ShippedSegment,
     segment_name,
 };
+pub use read::{PAGE_BYTES, RemoteLog, install_url_reader, opened_remote_log};
 pub use remote::Remote;
 pub use ship::{Action, SegmentOutcome, ShipOptions, ShipReport, ship, ship_to};
 pub use verify::{RemoteVerifyReport, verify_remote, verify_url};

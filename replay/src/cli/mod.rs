@@ -87,6 +87,8 @@ pub fn main() -> ExitCode {
     // SAFETY: umask only sets this process's file-mode creation mask; no thread has
     // started yet to race with it.
     unsafe { libc::umask(0o077) };
+    // Every read command takes a shipped log's URL as `--dir`.
+    blackbox_ship::install_url_reader();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
@@ -388,6 +390,18 @@ pub fn stdout_error(e: io::Error) -> CliError {
 /// Writes one line to `out`.
 pub fn line(out: &mut impl Write, text: impl fmt::Display) -> Result<(), CliError> {
     writeln!(out, "{text}").map_err(stdout_error)
+}
+
+/// Refuses a shipped log's URL as the `--dir` of a command that writes to the log or
+/// needs it on this machine (`what` names the command).
+pub fn local_only(dir: &Path, what: &str) -> Result<(), CliError> {
+    if blackbox_log::source::is_url(dir) {
+        return Err(CliError::new(format!(
+            "{what} needs a log on this machine, and {} is a shipped log: `verify`, `replay`, `state`, `stats`, `digest`, `kb get`, `kb history` and `export` read it where it lies",
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A progress bar on stderr when stderr is a terminal, hidden otherwise.

@@ -22,6 +22,7 @@ pub struct Args {
 /// Runs `blackbox release`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
+    super::local_only(dir, "release")?;
     blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, false, e))?;
     let query = Query::new().types([RecordType::Incident]);
     let mut found = false;

@@ -48,6 +48,7 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// Runs `blackbox ship`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let dir = &args.dir.dir;
+    super::local_only(dir, "ship")?;
     blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, false, e))?;
     let remote = Remote::open(&args.to).map_err(|e| CliError::new(e.to_string()))?;
     let options = ShipOptions {

@@ -1,0 +1,361 @@
+//! Reading a shipped log where it lies: its manifest lists the segments, and every read
+//! of a segment is a range request for the pages it needs, kept in a bounded cache, so
+//! a query fetches the headers, footers and blocks it touches and nothing else.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use blackbox_log::source::{SegmentRead, SegmentSource};
+use blackbox_log::{Digest, SealedSummary, SegmentEntry, SegmentSummary, link_from_hex};
+use bytes::Bytes;
+use object_store::ObjectStoreExt;
+
+use crate::error::{Error, Result};
+use crate::manifest::{Manifest, ShippedSegment};
+use crate::remote::Remote;
+use crate::ship::{read_manifest, runtime};
+
+/// The unit of a range request and of the cache: 16 KiB of a segment (a request asks
+/// for every page a read spans at once).
+pub const PAGE_BYTES: u64 = 16 << 10;
+
+/// The most pages the cache of one shipped log holds (16 MiB).
+const CACHE_PAGES_MAX: usize = 1024;
+
+/// A shipped log, read through range requests.
+#[derive(Debug)]
+pub struct RemoteLog {
+    remote: Remote,
+    manifest: Manifest,
+    summaries: Vec<SegmentSummary>,
+    shared: Arc<Shared>,
+}
+
+/// What the segments of one remote log share: the runtime their requests run on, the
+/// page cache and the counters.
+struct Shared {
+    rt: tokio::runtime::Runtime,
+    cache: Mutex<PageCache>,
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("requests", &self.requests)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Pages by (segment's first seq, page number), evicted oldest first.
+#[derive(Default)]
+struct PageCache {
+    pages: HashMap<(u64, u64), Bytes>,
+    order: VecDeque<(u64, u64)>,
+}
+
+impl PageCache {
+    fn insert(&mut self, key: (u64, u64), page: Bytes) {
+        if self.pages.insert(key, page).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > CACHE_PAGES_MAX {
+            if let Some(old) = self.order.pop_front() {
+                self.pages.remove(&old);
+            }
+        }
+    }
+}
+
+impl RemoteLog {
+    /// The log shipped to `remote`, from its manifest (one request).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Manifest`] when there is no manifest or it lists no segment; the
+    /// store's error.
+    pub fn open(remote: Remote) -> Result<RemoteLog> {
+        let rt = runtime()?;
+        let state = rt.block_on(read_manifest(&remote))?;
+        let Some(manifest) = state.manifest else {
+            return Err(Error::Manifest {
+                url: remote.manifest_url(),
+                why: "there is none: nothing was shipped there".to_owned(),
+            });
+        };
+        if manifest.segments.is_empty() {
+            return Err(Error::Manifest {
+                url: remote.manifest_url(),
+                why: "it lists no segment".to_owned(),
+            });
+        }
+        let summaries = summaries(&remote, &manifest)?;
+        Ok(RemoteLog {
+            remote,
+            manifest,
+            summaries,
+            shared: Arc::new(Shared {
+                rt,
+                cache: Mutex::new(PageCache::default()),
+                requests: AtomicU64::new(1),
+                bytes: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The manifest it reads by.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Requests made so far (the manifest's included).
+    pub fn requests(&self) -> u64 {
+        self.shared.requests.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of segments fetched so far (the manifest's not included).
+    pub fn bytes_fetched(&self) -> u64 {
+        self.shared.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// Each segment's header and footer as the manifest records them.
+fn summaries(remote: &Remote, manifest: &Manifest) -> Result<Vec<SegmentSummary>> {
+    let link = |hex: &str, what: &str, name: &str| {
+        link_from_hex(hex).ok_or_else(|| Error::Manifest {
+            url: remote.manifest_url(),
+            why: format!("the {what} of segment {name} is not 64 hex digits"),
+        })
+    };
+    manifest
+        .segments
+        .iter()
+        .map(|s| {
+            Ok(SegmentSummary {
+                path: PathBuf::from(remote.segment_url(&s.name)),
+                first_seq: s.first_seq,
+                len_bytes: s.bytes,
+                prev_link: link(&s.prev_link, "prev_link", &s.name)?,
+                sealed: Some(SealedSummary {
+                    record_count: (s.last_seq + 1).saturating_sub(s.first_seq),
+                    first_ts_ns: s.first_ts_ns,
+                    last_ts_ns: s.last_ts_ns,
+                    last: Digest {
+                        seq: s.last_seq,
+                        link: link(&s.last_link, "last_link", &s.name)?,
+                    },
+                }),
+            })
+        })
+        .collect()
+}
+
+impl SegmentSource for RemoteLog {
+    fn summaries(&self) -> Option<Vec<SegmentSummary>> {
+        Some(self.summaries.clone())
+    }
+
+    fn list(&self) -> blackbox_log::Result<Vec<(u64, PathBuf)>> {
+        Ok(self
+            .manifest
+            .segments
+            .iter()
+            .map(|s| (s.first_seq, PathBuf::from(self.remote.segment_url(&s.name))))
+            .collect())
+    }
+
+    fn open(&self, entry: &SegmentEntry) -> blackbox_log::Result<Box<dyn SegmentRead>> {
+        let Some(shipped) = self
+            .manifest
+            .segments
+            .iter()
+            .find(|s| s.first_seq == entry.first_seq)
+        else {
+            return Err(blackbox_log::Error::Io {
+                op: "open shipped segment",
+                path: entry.path.clone(),
+                source: io::Error::new(io::ErrorKind::NotFound, "the manifest does not list it"),
+            });
+        };
+        Ok(Box::new(RemoteSegment {
+            remote: self.remote.clone(),
+            shipped: shipped.clone(),
+            shared: Arc::clone(&self.shared),
+        }))
+    }
+}
+
+/// One shipped segment, read by range requests through the log's page cache.
+#[derive(Debug)]
+struct RemoteSegment {
+    remote: Remote,
+    shipped: ShippedSegment,
+    shared: Arc<Shared>,
+}
+
+impl RemoteSegment {
+    /// The pages `first..=last` of the segment, fetched in one request when any of them
+    /// is not cached.
+    fn pages(&self, first: u64, last: u64) -> io::Result<Vec<Bytes>> {
+        let key = self.shipped.first_seq;
+        let (fetch_first, fetch_last) = {
+            let cache = self.shared.cache.lock().map_err(|_| poisoned())?;
+            let missing = |p: &u64| !cache.pages.contains_key(&(key, *p));
+            let Some(from) = (first..=last).find(missing) else {
+                return Ok((first..=last)
+                    .filter_map(|p| cache.pages.get(&(key, p)).cloned())
+                    .collect());
+            };
+            let to = (first..=last).rev().find(missing).unwrap_or(from);
+            (from, to)
+        };
+        self.fetch(fetch_first, fetch_last)?;
+        let cache = self.shared.cache.lock().map_err(|_| poisoned())?;
+        let pages: Vec<Bytes> = (first..=last)
+            .filter_map(|p| cache.pages.get(&(key, p)).cloned())
+            .collect();
+        if pages.len() as u64 != last - first + 1 {
+            return Err(io::Error::other(
+                "a page was evicted from the cache as it was read: the read is larger than the cache",
+            ));
+        }
+        Ok(pages)
+    }
+
+    /// Fetches the pages `first..=last` in one request and caches them.
+    fn fetch(&self, first: u64, last: u64) -> io::Result<()> {
+        let key = self.shipped.first_seq;
+        let start = first * PAGE_BYTES;
+        let end = ((last + 1) * PAGE_BYTES).min(self.shipped.bytes);
+        let path = self.remote.segment_path(&self.shipped.name);
+        self.shared.requests.fetch_add(1, Ordering::Relaxed);
+        let bytes = self
+            .shared
+            .rt
+            .block_on(self.remote.store().get_range(&path, start..end))
+            .map_err(|e| {
+                io::Error::other(
+                    self.remote
+                        .error(
+                            format!(
+                                "cannot read {}",
+                                self.remote.segment_url(&self.shipped.name)
+                            ),
+                            e,
+                        )
+                        .to_string(),
+                )
+            })?;
+        if bytes.len() as u64 != end - start {
+            return Err(io::Error::other(format!(
+                "the store returned {} bytes of {} for bytes {start}..{end}: the object is not the {} bytes the manifest lists",
+                bytes.len(),
+                self.remote.segment_url(&self.shipped.name),
+                self.shipped.bytes
+            )));
+        }
+        self.shared
+            .bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let mut cache = self.shared.cache.lock().map_err(|_| poisoned())?;
+        for p in first..=last {
+            let from = usize::try_from((p - first) * PAGE_BYTES).unwrap_or(usize::MAX);
+            let to = usize::try_from((p - first + 1) * PAGE_BYTES)
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
+            cache.insert((key, p), bytes.slice(from.min(to)..to));
+        }
+        Ok(())
+    }
+}
+
+fn poisoned() -> io::Error {
+    io::Error::other("the page cache's lock was poisoned by a panic")
+}
+
+impl SegmentRead for RemoteSegment {
+    fn byte_len(&self) -> io::Result<u64> {
+        Ok(self.shipped.bytes)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let len = self.shipped.bytes;
+        if offset >= len || buf.is_empty() {
+            return Ok(0);
+        }
+        let end = len.min(offset.saturating_add(buf.len() as u64));
+        let first = offset / PAGE_BYTES;
+        let last = (end - 1) / PAGE_BYTES;
+        let pages = self.pages(first, last)?;
+        let mut got = 0usize;
+        let mut at = offset;
+        for (p, page) in (first..=last).zip(&pages) {
+            let from = usize::try_from(at - p * PAGE_BYTES).unwrap_or(usize::MAX);
+            if from >= page.len() {
+                break;
+            }
+            let n = (page.len() - from).min(buf.len() - got);
+            buf[got..got + n].copy_from_slice(&page[from..from + n]);
+            got += n;
+            at += n as u64;
+            if got == buf.len() {
+                break;
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// The logs read by URL in this process, by URL: a command opens the same log several
+/// times (a reader per query), and each reuses the manifest and the page cache.
+static OPENED: OnceLock<Mutex<HashMap<String, Arc<RemoteLog>>>> = OnceLock::new();
+
+/// Makes the log crate's readers take a shipped log's URL (`s3://…`, `file://…`) as
+/// their directory, reading it through [`RemoteLog`]. Idempotent.
+///
+/// A URL is opened once per process and kept (its manifest and its page cache): a
+/// command sees the log as shipped when it started; a long-running program that must
+/// see segments shipped since opens a [`RemoteLog`] of its own for each read.
+pub fn install_url_reader() {
+    blackbox_log::source::set_url_opener(open_url);
+}
+
+/// The shipped log at `url` this process has read, with its counters.
+pub fn opened_remote_log(url: &str) -> Option<Arc<RemoteLog>> {
+    OPENED
+        .get()?
+        .lock()
+        .ok()?
+        .get(url.trim_end_matches('/'))
+        .cloned()
+}
+
+fn open_url(url: &str) -> Option<blackbox_log::Result<Arc<dyn SegmentSource>>> {
+    if !crate::is_url(url) {
+        return None;
+    }
+    let key = url.trim_end_matches('/').to_owned();
+    let opened = OPENED.get_or_init(Mutex::default);
+    if let Some(log) = opened.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return Some(Ok(log));
+    }
+    let log = Remote::open_existing(url).and_then(RemoteLog::open);
+    Some(match log {
+        Ok(log) => {
+            let log = Arc::new(log);
+            if let Ok(mut m) = opened.lock() {
+                m.insert(key, Arc::clone(&log));
+            }
+            Ok(log)
+        }
+        Err(e) => Err(blackbox_log::Error::Remote {
+            url: url.to_owned(),
+            why: e.to_string(),
+        }),
+    })
+}
