@@ -335,6 +335,13 @@ fn around_a_seq_or_an_incident_selects_a_window() {
         err.contains("--window") || err.contains("--around"),
         "{err}"
     );
+    // A window beside --since or --until is refused, not silently ignored.
+    for bound in ["--since", "--until"] {
+        let err = fails(&blackbox(&[
+            "replay", "--dir", d, bound, "-1h", "--window", "1s",
+        ]));
+        assert!(err.contains("--window") && err.contains(bound), "{err}");
+    }
 }
 
 #[test]

@@ -87,7 +87,11 @@ fn verify(url: &str, jobs: usize, key_file: Option<PathBuf>, json: bool) -> Resu
     } else if failed.is_empty() {
         line(
             &mut out,
-            format!("fleet {}: all {} logs intact", fleet.url(), logs.len()),
+            if logs.len() == 1 {
+                format!("fleet {}: its one log is intact", fleet.url())
+            } else {
+                format!("fleet {}: all {} logs intact", fleet.url(), logs.len())
+            },
         )?;
     }
     out.flush().map_err(super::stdout_error)?;

@@ -66,7 +66,13 @@ pub struct RangeArgs {
     pub around: Option<Around>,
     /// With --around, how far on each side (default: 10s around a seq; around an
     /// incident, its own pre-roll and post-roll).
-    #[arg(long, value_name = "D", value_parser = duration_arg, requires = "around")]
+    #[arg(
+        long,
+        value_name = "D",
+        value_parser = duration_arg,
+        requires = "around",
+        conflicts_with_all = ["since", "until"]
+    )]
     pub window: Option<u64>,
 }
 
