@@ -104,7 +104,9 @@ pub fn stats(dir: impl AsRef<Path>, key: Option<ChainKey>) -> Result<LogStats> {
     // proved that cut by its prune record).
     let structure = reader.structure()?;
     if remote {
-        bytes = structure.iter().map(|s| s.len_bytes).sum();
+        bytes = structure
+            .iter()
+            .fold(0u64, |sum, s| sum.saturating_add(s.len_bytes));
     }
     let start_seq = structure.first().map_or(0, |s| s.first_seq);
     let first_ts_ns = match reader.records(Seq(start_seq)..=Seq(start_seq))?.next() {

@@ -140,6 +140,12 @@ impl Manifest {
                             s.name, s.first_seq, p.name, p.last_seq
                         ));
                     }
+                    if s.first_ts_ns < p.last_ts_ns {
+                        return Err(format!(
+                            "segment {} starts at time {} before the segment before it, {}, ends ({}): a log's times do not go back",
+                            s.name, s.first_ts_ns, p.name, p.last_ts_ns
+                        ));
+                    }
                     if s.prev_link != p.last_link {
                         return Err(format!(
                             "segment {}'s prev_link is not the last_link of {}, the segment before it",
@@ -219,6 +225,15 @@ mod tests {
         front.segments.remove(0);
         let err = Manifest::parse(&front.to_bytes()).expect_err("a missing start");
         assert!(err.contains("missing at the start"), "{err}");
+
+        // A reader finds a time's segment by these times: they must not go back.
+        let mut back = m.clone();
+        back.segments[1].first_ts_ns = 5;
+        let err = Manifest::parse(&back.to_bytes()).expect_err("times going back");
+        assert!(
+            err.contains("00000000000000000010.bbx starts at time 5"),
+            "{err}"
+        );
 
         let mut relinked = m;
         relinked.segments[2].prev_link = "d".repeat(64);

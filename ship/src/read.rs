@@ -231,7 +231,9 @@ impl RemoteSegment {
     fn fetch(&self, first: u64, last: u64) -> io::Result<()> {
         let key = self.shipped.first_seq;
         let start = first * PAGE_BYTES;
-        let end = ((last + 1) * PAGE_BYTES).min(self.shipped.bytes);
+        let end = (last + 1)
+            .saturating_mul(PAGE_BYTES)
+            .min(self.shipped.bytes);
         let path = self.remote.segment_path(&self.shipped.name);
         self.shared.requests.fetch_add(1, Ordering::Relaxed);
         let bytes = self
