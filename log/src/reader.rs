@@ -564,15 +564,21 @@ impl Records {
         }
     }
 
-    /// The last time of segment `i` as the source knows it without reading it (an
-    /// unsealed segment reaches everything); `None` when it does not.
-    fn known_last_ts(&self, i: usize) -> Option<u64> {
+    /// Segment `i` as the source knows it without reading it (a shipped log's
+    /// manifest); `None` when it does not.
+    fn known(&self, i: usize) -> Option<&SegmentSummary> {
         let summaries = self.reader.summaries.as_ref()?;
         let first_seq = self.segments.get(i)?.first_seq;
         let at = summaries
             .binary_search_by_key(&first_seq, |s| s.first_seq)
             .ok()?;
-        Some(summaries[at].sealed.map_or(u64::MAX, |f| f.last_ts_ns))
+        summaries.get(at)
+    }
+
+    /// The last time of segment `i` as the source knows it without reading it (an
+    /// unsealed segment reaches everything); `None` when it does not.
+    fn known_last_ts(&self, i: usize) -> Option<u64> {
+        Some(self.known(i)?.sealed.map_or(u64::MAX, |f| f.last_ts_ns))
     }
 
     fn footer_of(&self, i: usize) -> Result<Option<Footer>> {
@@ -631,6 +637,32 @@ impl Records {
         let footer = seg.read_footer()?;
         if !is_last && footer.is_none() {
             return Err(structure::missing_footer(&seg, &self.segments, i));
+        }
+        // A segment the source described without reading it (a shipped log's manifest)
+        // must be what it said: sealed, with that footer. Otherwise a read would stop
+        // or skip where the description says records are.
+        if let Some(known) = self.known(i) {
+            let agrees = match (&footer, known.sealed) {
+                (Some((f, _)), Some(k)) => {
+                    f.last_seq == k.last.seq
+                        && f.last_link == k.last.link
+                        && f.first_ts == k.first_ts_ns
+                        && f.last_ts == k.last_ts_ns
+                }
+                (None, None) => true,
+                _ => false,
+            };
+            if !agrees || seg.header.prev_link != known.prev_link {
+                return Err(Corruption {
+                    segment: seg.path.clone(),
+                    offset: 0,
+                    seq: Some(self.segments[i].first_seq),
+                    kind: CorruptionKind::Footer(
+                        "its header or footer is not what the log's manifest lists for it (its seqs, times or links): the object and the manifest disagree".to_owned(),
+                    ),
+                }
+                .into());
+            }
         }
         self.seg_tags = match (&footer, self.reader.chainer.as_ref()) {
             (Some((f, at)), Some(chainer)) => {

@@ -47,7 +47,10 @@ pub fn open_log_dir(dir: &Path) -> Result<Vec<SegmentEntry>> {
     if is_shipped_dir(dir) {
         return Err(blackbox_log::Error::NotALog {
             dir: dir.to_owned(),
-            reason: "it holds no segment file but a shipping manifest: it is where a log was shipped (`blackbox ship --to`), which `blackbox verify --dir` reads".to_owned(),
+            reason: format!(
+                "it holds no segment file but a shipping manifest: it is where a log was shipped (`blackbox ship --to`), which `verify --dir` takes as it is and the other readers as file://{}",
+                std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned()).display()
+            ),
         }
         .into());
     }
@@ -71,7 +74,8 @@ pub fn is_shipped_dir(dir: &Path) -> bool {
     match blackbox_log::list_segments(dir) {
         Ok(segments) => segments.is_empty(),
         // The manifest is a file no log directory holds: without segments, refused.
-        Err(_) => true,
+        Err(blackbox_log::Error::NotALog { .. }) => true,
+        Err(_) => false,
     }
 }
 

@@ -100,6 +100,10 @@ fn check_structure(dir: &Path, key: Option<ChainKey>) -> Result<Vec<SegmentSumma
 /// A temporary view started from a copy of `DIR/kb` and caught up with the log, or
 /// `None` when there is no such view or any step fails (the caller rebuilds).
 fn seeded_view(dir: &Path, key: Option<ChainKey>) -> Option<TempView> {
+    // A shipped log has no view beside it.
+    if blackbox_log::source::is_url(dir) {
+        return None;
+    }
     let source = dir.join(blackbox::KB_DIR);
     if !source.is_dir() {
         return None;

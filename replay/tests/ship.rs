@@ -249,7 +249,46 @@ fn a_store_given_as_a_plain_path_verifies_and_other_readers_say_what_it_is() {
     assert_eq!(last, digest_of_sealed(&log, &names));
     let err = fails(&blackbox(&["replay", "--dir", s(&shipped)]));
     assert!(err.contains("it is where a log was shipped"), "{err}");
-    assert!(err.contains("blackbox verify --dir"), "{err}");
+    let url = format!("file://{}", shipped.display());
+    assert!(err.contains(&format!("as {url}")), "{err}");
+    // ... and given so, they read it.
+    let last_seq = last.split(':').next().unwrap();
+    assert_eq!(
+        ok(&blackbox(&["replay", "--dir", &url, "--json"])),
+        ok(&blackbox(&[
+            "replay",
+            "--dir",
+            s(&log),
+            "--json",
+            "--to-seq",
+            last_seq
+        ])),
+        "the shipped records"
+    );
+
+    // A manifest edited to disagree with its objects (the last segment said to hold
+    // more records than it does) fails every read that meets that segment, rather than
+    // ending early with exit 0.
+    let manifest_path = shipped.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let segments = manifest["segments"].as_array_mut().unwrap();
+    let lied = segments.last_mut().unwrap();
+    let more = lied["last_seq"].as_u64().unwrap() + 1_000;
+    lied["last_seq"] = more.into();
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    for args in [
+        vec!["replay", "--dir", &url],
+        vec!["digest", "--dir", &url],
+        vec!["stats", "--dir", &url],
+    ] {
+        let err = fails(&blackbox(&args));
+        assert!(
+            err.contains("is not what the log's manifest lists for it")
+                && err.contains(&format!("blackbox verify --dir {url}`")),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 #[test]

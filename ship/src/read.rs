@@ -142,7 +142,7 @@ fn summaries(remote: &Remote, manifest: &Manifest) -> Result<Vec<SegmentSummary>
                 len_bytes: s.bytes,
                 prev_link: link(&s.prev_link, "prev_link", &s.name)?,
                 sealed: Some(SealedSummary {
-                    record_count: (s.last_seq + 1).saturating_sub(s.first_seq),
+                    record_count: s.last_seq.saturating_add(1).saturating_sub(s.first_seq),
                     first_ts_ns: s.first_ts_ns,
                     last_ts_ns: s.last_ts_ns,
                     last: Digest {
@@ -199,36 +199,37 @@ struct RemoteSegment {
 }
 
 impl RemoteSegment {
-    /// The pages `first..=last` of the segment, fetched in one request when any of them
-    /// is not cached.
+    /// The pages `first..=last` of the segment: those cached, and the run from the
+    /// first missing one to the last missing one fetched in one request. The read is
+    /// served from what was fetched, not from the cache, which may evict pages of a read
+    /// larger than itself.
     fn pages(&self, first: u64, last: u64) -> io::Result<Vec<Bytes>> {
         let key = self.shipped.first_seq;
-        let (fetch_first, fetch_last) = {
+        let mut pages: Vec<Option<Bytes>> = {
             let cache = self.shared.cache.lock().map_err(|_| poisoned())?;
-            let missing = |p: &u64| !cache.pages.contains_key(&(key, *p));
-            let Some(from) = (first..=last).find(missing) else {
-                return Ok((first..=last)
-                    .filter_map(|p| cache.pages.get(&(key, p)).cloned())
-                    .collect());
-            };
-            let to = (first..=last).rev().find(missing).unwrap_or(from);
-            (from, to)
+            (first..=last)
+                .map(|p| cache.pages.get(&(key, p)).cloned())
+                .collect()
         };
-        self.fetch(fetch_first, fetch_last)?;
-        let cache = self.shared.cache.lock().map_err(|_| poisoned())?;
-        let pages: Vec<Bytes> = (first..=last)
-            .filter_map(|p| cache.pages.get(&(key, p)).cloned())
-            .collect();
-        if pages.len() as u64 != last - first + 1 {
-            return Err(io::Error::other(
-                "a page was evicted from the cache as it was read: the read is larger than the cache",
-            ));
+        let missing = |pages: &[Option<Bytes>]| pages.iter().position(Option::is_none);
+        if let Some(from) = missing(&pages) {
+            let to = pages.iter().rposition(Option::is_none).unwrap_or(from);
+            let fetched = self.fetch(first + from as u64, first + to as u64)?;
+            for (slot, page) in pages[from..=to].iter_mut().zip(fetched) {
+                *slot = Some(page);
+            }
         }
-        Ok(pages)
+        if missing(&pages).is_some() {
+            return Err(io::Error::other(format!(
+                "the store returned less of {} than the manifest lists",
+                self.remote.segment_url(&self.shipped.name)
+            )));
+        }
+        Ok(pages.into_iter().flatten().collect())
     }
 
-    /// Fetches the pages `first..=last` in one request and caches them.
-    fn fetch(&self, first: u64, last: u64) -> io::Result<()> {
+    /// Fetches the pages `first..=last` in one request, caches them and returns them.
+    fn fetch(&self, first: u64, last: u64) -> io::Result<Vec<Bytes>> {
         let key = self.shipped.first_seq;
         let start = first * PAGE_BYTES;
         let end = (last + 1)
@@ -265,14 +266,17 @@ impl RemoteSegment {
             .bytes
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let mut cache = self.shared.cache.lock().map_err(|_| poisoned())?;
+        let mut pages = Vec::new();
         for p in first..=last {
             let from = usize::try_from((p - first) * PAGE_BYTES).unwrap_or(usize::MAX);
             let to = usize::try_from((p - first + 1) * PAGE_BYTES)
                 .unwrap_or(usize::MAX)
                 .min(bytes.len());
-            cache.insert((key, p), bytes.slice(from.min(to)..to));
+            let page = bytes.slice(from.min(to)..to);
+            cache.insert((key, p), page.clone());
+            pages.push(page);
         }
-        Ok(())
+        Ok(pages)
     }
 }
 
@@ -360,4 +364,75 @@ fn open_url(url: &str) -> Option<blackbox_log::Result<Arc<dyn SegmentSource>>> {
             why: e.to_string(),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+    use super::*;
+
+    /// A segment object of `len` bytes whose every 8-byte word is its own offset: any
+    /// slice of it says where it came from.
+    fn segment(dir: &std::path::Path, len: u64) -> (RemoteSegment, Vec<u8>) {
+        let bytes: Vec<u8> = (0..len / 8).flat_map(|w| (w * 8).to_le_bytes()).collect();
+        let name = crate::segment_name(0);
+        std::fs::create_dir_all(dir.join("segments")).unwrap();
+        std::fs::write(dir.join("segments").join(&name), &bytes).unwrap();
+        let remote = Remote::open_existing(&format!("file://{}", dir.display())).unwrap();
+        let segment = RemoteSegment {
+            remote,
+            shipped: ShippedSegment {
+                name,
+                bytes: len,
+                ..ShippedSegment::default()
+            },
+            shared: Arc::new(Shared {
+                rt: runtime().unwrap(),
+                cache: Mutex::new(PageCache::default()),
+                requests: AtomicU64::new(0),
+                bytes: AtomicU64::new(0),
+            }),
+        };
+        (segment, bytes)
+    }
+
+    #[test]
+    fn a_read_larger_than_the_cache_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let len = (CACHE_PAGES_MAX as u64 + 8) * PAGE_BYTES;
+        let (segment, bytes) = segment(dir.path(), len);
+        let mut buf = vec![0u8; usize::try_from(len).unwrap() - 24];
+        segment.read_exact_at(&mut buf, 8).unwrap();
+        assert!(
+            buf == bytes[8..bytes.len() - 16],
+            "the bytes read are the object's"
+        );
+        assert_eq!(segment.shared.requests.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_small_read_after_the_cache_filled_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let len = (CACHE_PAGES_MAX as u64 + 200) * PAGE_BYTES;
+        let (segment, bytes) = segment(dir.path(), len);
+        let page = usize::try_from(PAGE_BYTES).unwrap();
+        let mut one = vec![0u8; page];
+        // Page 50, then page 5, then enough others to fill the cache: page 5 is among
+        // the oldest when a read of pages 4..=6 fetches 4 and 6 around it.
+        for p in [50u64, 5]
+            .into_iter()
+            .chain(100..100 + CACHE_PAGES_MAX as u64 - 2)
+        {
+            segment.read_exact_at(&mut one, p * PAGE_BYTES).unwrap();
+        }
+        let mut three = vec![0u8; 3 * page];
+        segment.read_exact_at(&mut three, 4 * PAGE_BYTES).unwrap();
+        assert!(three == bytes[4 * page..7 * page]);
+        // And past the end: what there is.
+        let mut tail = vec![0u8; 2 * page];
+        let got = segment.read_at(&mut tail, len - 100).unwrap();
+        assert_eq!(got, 100);
+        assert!(tail[..100] == bytes[bytes.len() - 100..]);
+    }
 }

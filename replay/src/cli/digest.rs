@@ -47,10 +47,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
     } else {
         line(&mut out, digest)?;
         // Said in text mode only: with --json, stdout is the whole answer.
+        let what = if blackbox_log::source::is_url(dir) {
+            "the structure its manifest lists and the last segment read; run `blackbox verify --dir {}` to check every object"
+        } else {
+            "structure checked; run `blackbox verify --dir {}` to check every record"
+        };
         let _ = writeln!(
             io::stderr().lock(),
-            "blackbox: (structure checked; run `blackbox verify --dir {}` to check every record)",
-            dir.display()
+            "blackbox: ({})",
+            what.replace("{}", &dir.display().to_string())
         );
     }
     out.flush().map_err(super::stdout_error)

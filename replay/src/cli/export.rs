@@ -312,7 +312,11 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
 fn check(args: &Args, path: &std::path::Path) -> Result<(), CliError> {
     let key = key_from(args.key_file.as_deref())?;
     let report = match &args.dir {
-        Some(dir) => blackbox_replay::check_export_against_log(path, dir, key)?,
+        Some(dir) => {
+            // The check verifies the whole log first, on this machine.
+            super::local_only(dir, "export --check --dir")?;
+            blackbox_replay::check_export_against_log(path, dir, key)?
+        }
         None => blackbox_replay::check_export(path)?,
     };
     let stdout = io::stdout();

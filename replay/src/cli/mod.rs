@@ -349,6 +349,18 @@ pub fn describe_log(e: &blackbox_log::Error) -> String {
         L::Locked { .. } => format!(
             "{e}: stop that writer or wait for it to finish, then try again (one writer per log)"
         ),
+        L::Corrupt(c) if blackbox_log::source::is_url(&c.segment) => {
+            // A shipped segment is `URL/segments/NAME`.
+            let url = c
+                .segment
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(&c.segment);
+            format!(
+                "{e}: the shipped log is damaged there; `blackbox verify --dir {}` checks every object against its manifest",
+                url.display()
+            )
+        }
         L::Corrupt(c) => {
             let dir = c.segment.parent().unwrap_or(std::path::Path::new("."));
             format!(
@@ -368,6 +380,9 @@ pub fn describe_log(e: &blackbox_log::Error) -> String {
             format!("{e}: pass the digest as `blackbox digest` printed it")
         }
         L::UnsupportedVersion { .. } => format!("{e}: use a newer blackbox"),
+        L::Io { path, .. } if blackbox_log::source::is_url(path) => {
+            format!("{e}: check the URL, the network and the store's credentials")
+        }
         L::Io { .. } => format!("{e}: check the path, its permissions and free space"),
         L::InvalidOptions { .. } => format!("{e}: change the option"),
         _ => e.to_string(),
@@ -397,7 +412,7 @@ pub fn line(out: &mut impl Write, text: impl fmt::Display) -> Result<(), CliErro
 pub fn local_only(dir: &Path, what: &str) -> Result<(), CliError> {
     if blackbox_log::source::is_url(dir) {
         return Err(CliError::new(format!(
-            "{what} needs a log on this machine, and {} is a shipped log: `verify`, `replay`, `state`, `stats`, `digest`, `kb get`, `kb history` and `export` read it where it lies",
+            "{what} needs a log on this machine, and {} is a shipped log: `verify`, `replay`, `state`, `stats`, `digest`, `kb get`, `kb history` and `export` (but `export --check`) read it where it lies",
             dir.display()
         )));
     }
