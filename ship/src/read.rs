@@ -16,7 +16,7 @@ use object_store::ObjectStoreExt;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ShippedSegment};
 use crate::remote::Remote;
-use crate::ship::{read_manifest, runtime};
+use crate::ship::{runtime, shipped_manifest};
 
 /// The unit of a range request and of the cache: 16 KiB of a segment (a request asks
 /// for every page a read spans at once).
@@ -81,19 +81,7 @@ impl RemoteLog {
     /// store's error.
     pub fn open(remote: Remote) -> Result<RemoteLog> {
         let rt = runtime()?;
-        let state = rt.block_on(read_manifest(&remote))?;
-        let Some(manifest) = state.manifest else {
-            return Err(Error::Manifest {
-                url: remote.manifest_url(),
-                why: "there is none: nothing was shipped there".to_owned(),
-            });
-        };
-        if manifest.segments.is_empty() {
-            return Err(Error::Manifest {
-                url: remote.manifest_url(),
-                why: "it lists no segment".to_owned(),
-            });
-        }
+        let manifest = rt.block_on(shipped_manifest(&remote))?;
         let summaries = summaries(&remote, &manifest)?;
         Ok(RemoteLog {
             remote,

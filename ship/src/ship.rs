@@ -309,6 +309,24 @@ pub(crate) struct ManifestState {
     version: Option<UpdateVersion>,
 }
 
+/// The manifest of a shipped log, to read the log by: there must be one, listing a
+/// segment at least.
+pub(crate) async fn shipped_manifest(remote: &Remote) -> Result<Manifest> {
+    let Some(manifest) = read_manifest(remote).await?.manifest else {
+        return Err(Error::Manifest {
+            url: remote.manifest_url(),
+            why: "there is none: nothing was shipped there".to_owned(),
+        });
+    };
+    if manifest.segments.is_empty() {
+        return Err(Error::Manifest {
+            url: remote.manifest_url(),
+            why: "it lists no segment".to_owned(),
+        });
+    }
+    Ok(manifest)
+}
+
 /// Reads the manifest, if there is one.
 pub(crate) async fn read_manifest(remote: &Remote) -> Result<ManifestState> {
     let path = remote.manifest_path();

@@ -11,7 +11,7 @@ use object_store::ObjectStoreExt;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::remote::Remote;
-use crate::ship::{read_manifest, runtime};
+use crate::ship::{runtime, shipped_manifest};
 
 /// What a remote verification found: the log's own report over the shipped segments,
 /// and the manifest it checked them against.
@@ -66,19 +66,7 @@ pub fn verify_remote(
             source,
         })?;
     let manifest = rt.block_on(async {
-        let state = read_manifest(remote).await?;
-        let Some(manifest) = state.manifest else {
-            return Err(Error::Manifest {
-                url: remote.manifest_url(),
-                why: "there is none: nothing was shipped there".to_owned(),
-            });
-        };
-        if manifest.segments.is_empty() {
-            return Err(Error::Manifest {
-                url: remote.manifest_url(),
-                why: "it lists no segment".to_owned(),
-            });
-        }
+        let manifest = shipped_manifest(remote).await?;
         for s in &manifest.segments {
             let path = temp.path().join(&s.name);
             let mut file = File::create(&path).map_err(|source| Error::Io {
