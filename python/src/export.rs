@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use blackbox_replay::{ExportOptions, McapCompression, ParquetOptions};
+use blackbox_replay::{ExportOptions, McapCompression, ParquetOptions, PartitionKey};
 use pyo3::prelude::*;
 
 use crate::convert::{InvalidInput, replay_error, to_py};
@@ -45,13 +45,22 @@ pub fn export<'py>(
             "partition and summaries are Parquet options: give format=\"parquet\"",
         ));
     }
-    let partition_by_kind = match partition {
-        None => false,
-        Some("kind") => true,
-        Some(other) => {
-            return Err(InvalidInput::new_err(format!(
-                "partition {other:?} is not one a Parquet export knows: give \"kind\""
-            )));
+    // The robot's level needs the robot's name: `blackbox export --partition robot`.
+    let partition = match partition {
+        None => Vec::new(),
+        Some(text) => {
+            let keys: Option<Vec<PartitionKey>> = text
+                .split(',')
+                .map(|k| PartitionKey::from_name(k.trim()).filter(|k| *k != PartitionKey::Robot))
+                .collect();
+            match keys {
+                Some(keys) if !(keys.len() == 2 && keys[0] == keys[1]) => keys,
+                _ => {
+                    return Err(InvalidInput::new_err(format!(
+                        "partition {text:?} is not one a Parquet export knows: give \"kind\", \"date\", \"date,kind\" or \"kind,date\""
+                    )));
+                }
+            }
         }
     };
     let compression = match (format, compression) {
@@ -92,7 +101,8 @@ pub fn export<'py>(
                 "jsonl" => blackbox_replay::export_jsonl(&dir, &q, &path, &options, &mut progress),
                 _ => {
                     let parquet = ParquetOptions {
-                        partition_by_kind,
+                        partition,
+                        robot: None,
                         summaries,
                     };
                     blackbox_replay::export_parquet(

@@ -91,7 +91,9 @@ def test_mcap_has_a_channel_per_kind_with_every_event(log_dir, tmp_path):
     [
         ({"format": "csv"}, 'format "csv" is not one of'),
         ({"format": "jsonl", "partition": "kind"}, "are Parquet options"),
-        ({"partition": "date"}, 'partition "date" is not one'),
+        ({"partition": "hour"}, 'partition "hour" is not one'),
+        ({"partition": "kind,kind"}, 'partition "kind,kind" is not one'),
+        ({"partition": "robot"}, 'partition "robot" is not one'),
         ({"compression": "lz4"}, "compression is an MCAP option"),
         ({"format": "jsonl", "compression": "zstd"}, "compression is an MCAP option"),
         ({"format": "mcap", "compression": "gzip"}, 'compression "gzip" is not one of'),

@@ -96,8 +96,8 @@ pub use decode::{
 };
 pub use error::{Error, Result};
 pub use export::{
-    ExportOptions, McapCompression, ParquetOptions, check_export_against_log, export_jsonl,
-    export_jsonl_to, export_mcap, export_mcap_to, export_parquet,
+    ExportOptions, McapCompression, ParquetOptions, PartitionKey, check_export_against_log,
+    export_jsonl, export_jsonl_to, export_mcap, export_mcap_to, export_parquet, partition_value,
 };
 pub use html_report::{
     ReportOptions, ReportScope, ReportWritten, incidents, shell_word, write_report,

@@ -10,6 +10,7 @@ use blackbox::Digest;
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
+use crate::export::PartitionKey;
 use crate::json::{counters_json, hex};
 use crate::time::format_time;
 use crate::weights::{RangeAccounting, Unreconciled};
@@ -47,8 +48,10 @@ pub struct ExportedFile {
     pub path: PathBuf,
     /// `events` or `summaries`.
     pub role: &'static str,
-    /// The kind of a partition's file (`--partition kind`).
+    /// The kind of a partition's file (a partition by kind).
     pub kind: Option<String>,
+    /// The UTC date of a partition's file (a partition by date), `YYYY-MM-DD`.
+    pub date: Option<String>,
     /// Rows.
     pub rows: u64,
     /// Bytes.
@@ -64,8 +67,10 @@ pub struct ExportedFile {
 pub struct ExportManifest {
     /// The encoding.
     pub format: ExportFormat,
-    /// Whether the events are a directory of one file per kind (Parquet).
-    pub partition_by_kind: bool,
+    /// What the events' directory is split by (Parquet); empty for one file.
+    pub partition: Vec<PartitionKey>,
+    /// The robot's name, for a partition by robot.
+    pub robot: Option<String>,
     /// Every file written (Parquet: the events' file or files, and the summaries');
     /// empty for JSONL, whose one file is `file`.
     pub files: Vec<ExportedFile>,
@@ -282,7 +287,12 @@ impl ExportManifest {
         }
         if self.format == ExportFormat::Parquet {
             m["parquet"] = json!({
-                "partition": if self.partition_by_kind { Value::from("kind") } else { Value::Null },
+                "partition": if self.partition.is_empty() {
+                    Value::Null
+                } else {
+                    self.partition.iter().map(|k| k.name()).collect::<Vec<_>>().into()
+                },
+                "robot": self.robot,
             });
             m["files"] = self
                 .files
@@ -292,6 +302,7 @@ impl ExportManifest {
                         "path": f.path.display().to_string(),
                         "role": f.role,
                         "kind": f.kind,
+                        "date": f.date,
                         "rows": f.rows,
                         "bytes": f.bytes,
                         "blake3": hex(&f.blake3),

@@ -269,7 +269,7 @@ fn pyarrow_and_pandas_read_every_event_and_summary_with_exact_types() {
 }
 
 /// Guards the partitioned export (issue 14): `--partition kind` writes
-/// `OUT/kind=<kind>/part-0.parquet`, which DuckDB reads as one table with, per kind,
+/// `OUT/kind=<kind>/part-<seq>.parquet`, which DuckDB reads as one table with, per kind,
 /// the rows `replay` shows and weights that add up to `seen`; its manifest checks, and
 /// a stray file in the directory (which a reader would take rows from) fails the check.
 #[test]
@@ -320,11 +320,15 @@ fn duckdb_reads_the_demo_partitioned_by_kind_as_one_table() {
     }
     assert_eq!(got["types"]["seq"], "UBIGINT");
     assert_eq!(got["types"]["ts"], "TIMESTAMPTZ_NS");
+    // Each kind's one file is named by the seq of its first row.
+    let first_seq = |kind: &str| {
+        replay_json(&dir, &["--type", "event", "--kind", kind])[0]["seq"]
+            .as_u64()
+            .unwrap()
+    };
     for kind in want.keys() {
-        assert!(
-            out.join(format!("kind={kind}/part-0.parquet")).is_file(),
-            "{kind}"
-        );
+        let file = format!("kind={kind}/part-{}.parquet", first_seq(kind));
+        assert!(out.join(file).is_file(), "{kind}");
     }
 
     // The manifest's blake3 of the directory is that of its listing, as b3sum prints
@@ -332,7 +336,7 @@ fn duckdb_reads_the_demo_partitioned_by_kind_as_one_table() {
     let mut listing: Vec<String> = want
         .keys()
         .map(|kind| {
-            let rel = format!("kind={kind}/part-0.parquet");
+            let rel = format!("kind={kind}/part-{}.parquet", first_seq(kind));
             let hash = blake3::hash(&std::fs::read(out.join(&rel)).unwrap());
             format!("{}  {rel}\n", hash.to_hex())
         })
@@ -349,7 +353,7 @@ fn duckdb_reads_the_demo_partitioned_by_kind_as_one_table() {
 
     ok(&blackbox(&["export", "--check", s(&out)]));
     ok(&blackbox(&["export", "--check", s(&out), "--dir", s(&dir)]));
-    std::fs::write(out.join("kind=action.grasp/part-1.parquet"), b"PAR1").unwrap();
+    std::fs::write(out.join("kind=action.grasp/stray.parquet"), b"PAR1").unwrap();
     let err = fails(&blackbox(&["export", "--check", s(&out)]));
     assert!(err.contains("does not list"), "{err}");
 }
@@ -385,8 +389,15 @@ fn a_partitioned_export_of_many_batches_holds_every_event_once() {
         s(&out),
     ]));
     for kind in kinds {
-        let file = out.join(format!("kind={kind}/part-0.parquet"));
-        let got = read(&file, None);
+        // One file a kind.
+        let files: Vec<_> = std::fs::read_dir(out.join(format!("kind={kind}")))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        let [file] = files.as_slice() else {
+            panic!("{kind}: {files:?}")
+        };
+        let got = read(file, None);
         let events = got["events"].as_array().unwrap();
         let i: Vec<f64> = events
             .iter()

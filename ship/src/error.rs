@@ -66,6 +66,11 @@ pub enum Error {
         /// What differs.
         why: String,
     },
+    /// An object is already where an upload would put it, and is never replaced.
+    Exists {
+        /// The object's URL.
+        url: String,
+    },
     /// The shipped log does not verify.
     Verify {
         /// Where the log was shipped.
@@ -99,6 +104,10 @@ impl fmt::Display for Error {
                 "manifest {url} was changed by another shipper during this pass; nothing of this pass was lost: run it again"
             ),
             Error::Mismatch { segment, why } => write!(f, "segment {segment}: {why}"),
+            Error::Exists { url } => write!(
+                f,
+                "{url} already exists and is never replaced: nothing was uploaded; export to a new prefix, or give each log's files paths of their own (partition by robot)"
+            ),
             Error::Verify { url, why } => write!(f, "log shipped to {url} does not verify: {why}"),
         }
     }

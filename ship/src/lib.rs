@@ -16,20 +16,25 @@
 //!   requests, so that every read command takes its URL as `--dir`.
 //! - [`list_fleet`] / [`verify_fleet`]: the logs of a fleet, one per prefix under the
 //!   fleet's (`<fleet>/<robot>/manifest.json`), verified side by side.
+//! - [`put_in_lake`]: an export's files put under a prefix shared by many logs' exports,
+//!   never replacing an object there.
 //!
 //! The API is synchronous: each call runs the store's requests on a runtime of its own
 //! on the calling thread.
 
 mod error;
 mod fleet;
+mod lake;
 mod manifest;
 mod read;
 mod remote;
 mod ship;
+mod upload;
 mod verify;
 
 pub use error::{Error, Result};
 pub use fleet::{FleetLog, list_fleet, verify_fleet};
+pub use lake::{LakeFile, put_in_lake};
 pub use manifest::{
     LogIdentity, MANIFEST_BYTES_MAX, MANIFEST_FORMAT, MANIFEST_VERSION, Manifest, ShippedSegment,
     segment_name,

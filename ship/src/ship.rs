@@ -6,11 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use blackbox_log::{LogReader, ReaderOptions, SegmentSummary, link_to_hex};
-use bytes::Bytes;
-use object_store::{
-    ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, UpdateVersion,
-    WriteMultipart,
-};
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use crate::error::{Error, Result};
 use crate::manifest::{MANIFEST_BYTES_MAX, Manifest, ShippedSegment};
@@ -461,65 +457,15 @@ async fn upload(
 ) -> Result<()> {
     let object = remote.segment_path(&entry.name);
     let url = remote.segment_url(&entry.name);
-    let io = |source| Error::Io {
-        what: "read segment",
-        path: path.to_owned(),
-        source,
-    };
-    let mut file = File::open(path).map_err(io)?;
-    let mut hasher = blake3::Hasher::new();
-    let mut sent = 0u64;
-    if entry.bytes < options.multipart_threshold {
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io)?;
-        hasher.update(&bytes);
-        sent = bytes.len() as u64;
-        check_sent(entry, sent, &hasher)?;
-        remote
-            .store()
-            .put_opts(
-                &object,
-                PutPayload::from(Bytes::from(bytes)),
-                PutOptions::default(),
-            )
-            .await
-            .map_err(|e| remote.error(format!("cannot upload {url}"), e))?;
-    } else {
-        let part = options.part_bytes.max(1);
-        let upload = remote
-            .store()
-            .put_multipart_opts(&object, PutMultipartOptions::default())
-            .await
-            .map_err(|e| remote.error(format!("cannot start the upload of {url}"), e))?;
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
-        let mut buf = vec![0u8; part];
-        let result: Result<()> = async {
-            loop {
-                let n = file.read(&mut buf).map_err(io)?;
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-                sent += n as u64;
-                writer
-                    .wait_for_capacity(2)
-                    .await
-                    .map_err(|e| remote.error(format!("cannot upload a part of {url}"), e))?;
-                writer.write(&buf[..n]);
-            }
-            check_sent(entry, sent, &hasher)
-        }
-        .await;
-        if let Err(e) = result {
-            // Best effort: the store forgets unfinished uploads after a while anyway.
-            let _ = writer.abort().await;
-            return Err(e);
-        }
-        writer
-            .finish()
-            .await
-            .map_err(|e| remote.error(format!("cannot finish the upload of {url}"), e))?;
-    }
+    crate::upload::put_file(
+        remote,
+        &object,
+        &url,
+        path,
+        (options.multipart_threshold, options.part_bytes),
+        &|sent, hasher| check_sent(entry, sent, hasher),
+    )
+    .await?;
     let meta = remote
         .store()
         .head(&object)

@@ -146,7 +146,7 @@ def export(
     to_seq: Optional[int] = None,
     include_unweighted: bool = False,
     salvage: bool = False,
-    partition: Optional[Literal["kind"]] = None,
+    partition: Optional[Literal["kind", "date", "date,kind", "kind,date"]] = None,
     summaries: Optional[StrPath] = None,
     compression: Optional[Literal["zstd", "lz4", "none"]] = None,
     key_file: Optional[StrPath] = None,

@@ -5,7 +5,9 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use blackbox::LogReader;
-use blackbox_replay::{ExportManifest, ExportOptions, McapCompression, ParquetOptions, hex};
+use blackbox_replay::{
+    ExportManifest, ExportOptions, McapCompression, ParquetOptions, PartitionKey, hex,
+};
 use serde_json::json;
 
 use super::range::{RangeArgs, explain_empty};
@@ -34,11 +36,25 @@ pub enum Compression {
     None,
 }
 
-/// How a Parquet export is split into files.
+/// What a Parquet export's files are split by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Partition {
-    /// A hive-style directory, OUT/kind=KIND/part-0.parquet.
+    /// The robot: robot=NAME (the name is --robot's).
+    Robot,
+    /// The UTC date of the event's time: date=YYYY-MM-DD.
+    Date,
+    /// The event's kind: kind=KIND (then not a column of the files).
     Kind,
+}
+
+impl Partition {
+    fn key(self) -> PartitionKey {
+        match self {
+            Partition::Robot => PartitionKey::Robot,
+            Partition::Date => PartitionKey::Date,
+            Partition::Kind => PartitionKey::Kind,
+        }
+    }
 }
 
 /// Export events as JSON lines (seq, ts, kind, source, payload, values, weight, tier,
@@ -55,10 +71,22 @@ pub struct Args {
     /// MCAP: how its chunks are compressed [default: zstd].
     #[arg(long, value_enum)]
     compression: Option<Compression>,
-    /// Parquet: write a directory of one file per kind (OUT/kind=KIND/part-0.parquet),
-    /// which DuckDB, Spark and Polars read as one dataset; OUT must be absent or empty.
-    #[arg(long, value_enum, value_name = "BY", conflicts_with = "check")]
-    partition: Option<Partition>,
+    /// Parquet: write a hive-style directory split by these keys, in this order
+    /// (robot,date,kind: OUT/robot=NAME/date=YYYY-MM-DD/kind=KIND/part-SEQ.parquet),
+    /// which DuckDB, Spark and Polars read as one dataset; OUT must be absent or empty,
+    /// or a URL (s3://BUCKET/PREFIX) that many robots' exports share.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "KEYS",
+        value_delimiter = ',',
+        conflicts_with = "check"
+    )]
+    partition: Vec<Partition>,
+    /// The robot's name, for --partition robot and an export to a URL [default: the
+    /// last part of --dir].
+    #[arg(long, value_name = "NAME", conflicts_with = "check")]
+    robot: Option<String>,
     /// Parquet: also write the summary records the query selects to FILE (one row per
     /// summary window), listed in the same manifest.
     #[arg(long, value_name = "FILE", conflicts_with = "check")]
@@ -79,7 +107,9 @@ pub struct Args {
     salvage: bool,
     /// The data file to write (replaced if it exists, never inside a log directory), or
     /// `-` for stdout (JSONL; then no manifest file is written); with --partition, the
-    /// directory to write (absent or empty).
+    /// directory to write (absent or empty), or the URL of a data lake (s3://BUCKET/PREFIX
+    /// or file:///PATH: objects there are never replaced, the manifest goes to
+    /// URL/_manifests/).
     #[arg(
         long,
         value_name = "FILE",
@@ -104,7 +134,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if let Some(path) = &args.check {
         return check(&args, path);
     }
-    if args.format != Format::Parquet && (args.partition.is_some() || args.summaries.is_some()) {
+    if args.format != Format::Parquet && (!args.partition.is_empty() || args.summaries.is_some()) {
         return Err(CliError::new(
             "--partition and --summaries are Parquet options: add --format parquet",
         ));
@@ -119,6 +149,44 @@ pub fn run(args: Args) -> Result<(), CliError> {
             "export needs --dir and --out (or --check FILE): see `blackbox export --help`",
         ));
     };
+    let to_url = out_path.to_str().is_some_and(blackbox_ship::is_url);
+    let partition = partition_keys(&args.partition)?;
+    if to_url && partition.is_empty() {
+        return Err(CliError::new(
+            "an export to a URL is a partitioned Parquet dataset: add --format parquet --partition robot,date,kind (or the keys you want)",
+        ));
+    }
+    if to_url && args.summaries.is_some() {
+        return Err(CliError::new(
+            "--summaries writes a local file: export the summaries in a run of their own, to a file",
+        ));
+    }
+    if args.robot.is_some() && !to_url && !partition.contains(&PartitionKey::Robot) {
+        return Err(CliError::new(
+            "--robot names the robot's partition: add robot to --partition",
+        ));
+    }
+    let robot = if to_url || partition.contains(&PartitionKey::Robot) {
+        Some(super::lake::robot_name(args.robot.as_deref(), dir)?)
+    } else {
+        None
+    };
+    // An export to a lake is written here first, then uploaded.
+    let staging = if to_url {
+        Some(
+            tempfile::Builder::new()
+                .prefix(".blackbox-lake-")
+                .tempdir()
+                .map_err(|e| {
+                    CliError::new(format!(
+                        "cannot create a temporary directory to stage the export in: {e}"
+                    ))
+                })?,
+        )
+    } else {
+        None
+    };
+    let staged_out = staging.as_ref().map(|t| t.path().join(STAGED_NAME));
     let key = key_from(args.key_file.as_deref())?;
     if !args.salvage {
         blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
@@ -185,10 +253,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         blackbox_replay::export_mcap(dir, &query, out_path, &options, compression, &mut progress)
     } else if args.format == Format::Parquet {
         let parquet = ParquetOptions {
-            partition_by_kind: args.partition == Some(Partition::Kind),
+            partition,
+            robot: robot.clone(),
             summaries: args.summaries.clone(),
         };
-        blackbox_replay::export_parquet(dir, &query, out_path, &options, &parquet, &mut progress)
+        let out = staged_out.as_deref().unwrap_or(out_path);
+        blackbox_replay::export_parquet(dir, &query, out, &options, &parquet, &mut progress)
     } else {
         blackbox_replay::export_jsonl(dir, &query, out_path, &options, &mut progress)
     };
@@ -201,6 +271,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         Err(e) => return Err(super::damage::fail(dir, args.json && !to_stdout, e)),
         Ok(m) => m,
+    };
+    let manifest = match (&staging, out_path.to_str()) {
+        (Some(staging), Some(url)) => super::lake::upload(
+            manifest,
+            staging.path(),
+            STAGED_NAME,
+            url,
+            robot.as_deref().unwrap_or_default(),
+        )?,
+        _ => manifest,
     };
     let exported: std::collections::BTreeSet<String> = manifest
         .per_kind
@@ -242,6 +322,25 @@ pub fn run(args: Args) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The name of the events' directory of an export staged for a lake.
+const STAGED_NAME: &str = "export";
+
+/// The keys of `--partition`, each at most once.
+fn partition_keys(given: &[Partition]) -> Result<Vec<PartitionKey>, CliError> {
+    let mut keys: Vec<PartitionKey> = Vec::with_capacity(given.len());
+    for p in given {
+        let key = p.key();
+        if keys.contains(&key) {
+            return Err(CliError::new(format!(
+                "--partition names {} twice",
+                key.name()
+            )));
+        }
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
 /// Lists a salvage's losses on stderr; returns whether records were lost.
 fn report_losses(m: &ExportManifest) -> bool {
     let mut err = io::stderr().lock();
@@ -270,6 +369,8 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
     };
     let to = if to_stdout {
         "stdout (no manifest file)".to_owned()
+    } else if m.manifest_file.as_os_str().is_empty() {
+        format!("{} (nothing uploaded)", m.file.display())
     } else {
         format!(
             "{}; manifest {}",
@@ -310,6 +411,12 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
 
 /// `export --check FILE [--dir D]`.
 fn check(args: &Args, path: &std::path::Path) -> Result<(), CliError> {
+    if path.to_str().is_some_and(blackbox_ship::is_url) {
+        return Err(CliError::new(format!(
+            "export --check reads a local export, not {}: download its files and manifest first",
+            path.display()
+        )));
+    }
     let key = key_from(args.key_file.as_deref())?;
     let report = match &args.dir {
         Some(dir) => {

@@ -22,6 +22,7 @@ mod export;
 mod fleet;
 mod import;
 mod kb;
+mod lake;
 mod range;
 mod record;
 mod release;

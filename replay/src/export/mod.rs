@@ -37,6 +37,7 @@ use crate::weights::Weights;
 pub use self::mcap::McapCompression;
 pub use self::parquet::{ParquetOptions, export_parquet};
 pub(crate) use self::parquet_check::check_parquet;
+pub use self::partition::{PartitionKey, escape as partition_value};
 pub(crate) use hashing::Hashing;
 pub(crate) use row::{Row, RowPayload};
 
@@ -383,7 +384,8 @@ pub(crate) fn export_upto(
 ) -> Result<ExportManifest> {
     let mut manifest = ExportManifest {
         format: crate::manifest::ExportFormat::Jsonl,
-        partition_by_kind: false,
+        partition: Vec::new(),
+        robot: None,
         files: Vec::new(),
         file: PathBuf::new(),
         manifest_file: PathBuf::new(),

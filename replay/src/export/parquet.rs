@@ -23,7 +23,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde_json::Value;
 
-use super::partition::PartitionDir;
+use super::partition::{PartitionDir, PartitionKey, escape, utc_date};
 use super::{ExportOptions, Hashing, Row, RowPayload, RowSink, export_rows, export_upto};
 use crate::error::{Error, Result};
 use crate::manifest::{ExportFormat, ExportManifest, ExportedFile};
@@ -33,9 +33,12 @@ use crate::query::Query;
 /// What a Parquet export writes beyond the events of a query.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParquetOptions {
-    /// Write a hive-style directory, `OUT/kind=<kind>/part-0.parquet`, one file per kind
-    /// (the kind in the path, not in the file), instead of one file.
-    pub partition_by_kind: bool,
+    /// Write a hive-style directory split by these keys, in this order
+    /// (`OUT/robot=<name>/date=<YYYY-MM-DD>/kind=<kind>/part-<seq>.parquet`), instead
+    /// of one file; each file is named by the seq of its first row. Empty: one file.
+    pub partition: Vec<PartitionKey>,
+    /// The robot's name, the value of the [`PartitionKey::Robot`] level.
+    pub robot: Option<String>,
     /// Also write the summary records the query selects to this Parquet file.
     pub summaries: Option<PathBuf>,
 }
@@ -82,7 +85,7 @@ pub(crate) const UTC: &str = "UTC";
 /// log's digest, and a manifest beside the output (`OUT.manifest.json`) that lists
 /// every file written with its rows and blake3.
 ///
-/// With [`ParquetOptions::partition_by_kind`], `out` is a directory (absent or empty)
+/// With [`ParquetOptions::partition`], `out` is a directory (absent or empty)
 /// that appears whole or not at all: it is written under a temporary name beside it
 /// and renamed into place.
 ///
@@ -91,7 +94,9 @@ pub(crate) const UTC: &str = "UTC";
 /// As [`export_jsonl`](crate::export_jsonl); [`Error::UnsafeOutput`] for a
 /// partition directory that exists and is not empty, or a summaries file that would
 /// overwrite the export or its manifest; [`Error::Unexportable`] for a
-/// time Parquet's timestamps cannot hold (after the year 2262) or an encoder failure.
+/// time Parquet's timestamps cannot hold (after the year 2262) or an encoder failure;
+/// [`Error::Unexportable`] for a partition that repeats a key, or names the robot
+/// without [`ParquetOptions::robot`].
 pub fn export_parquet(
     dir: impl AsRef<Path>,
     query: &Query,
@@ -101,8 +106,9 @@ pub fn export_parquet(
     progress: &mut dyn FnMut(u64),
 ) -> Result<ExportManifest> {
     let dir = dir.as_ref();
+    check_partition(parquet, out)?;
     if let Some(summaries) = &parquet.summaries {
-        summaries_apart(summaries, out, parquet.partition_by_kind)?;
+        summaries_apart(summaries, out, !parquet.partition.is_empty())?;
     }
     let mut written = write(dir, query, out, options, parquet, &mut |sink| {
         export_rows(dir, query, options, sink, progress)
@@ -113,6 +119,27 @@ pub fn export_parquet(
     let manifest = written.commit()?;
     manifest_file.commit()?;
     Ok(manifest)
+}
+
+/// Refuses a partition that repeats a key, or has a robot level and no robot's name.
+fn check_partition(parquet: &ParquetOptions, out: &Path) -> Result<()> {
+    let refuse = |reason: String| Error::Unexportable {
+        path: out.to_owned(),
+        reason,
+    };
+    for (i, key) in parquet.partition.iter().enumerate() {
+        if parquet.partition[..i].contains(key) {
+            return Err(refuse(format!("the partition names {} twice", key.name())));
+        }
+    }
+    let by_robot = parquet.partition.contains(&PartitionKey::Robot);
+    match parquet.robot.as_deref() {
+        None if by_robot => Err(refuse(
+            "a partition by robot needs the robot's name".to_owned(),
+        )),
+        Some("") if by_robot => Err(refuse("the robot's name is empty".to_owned())),
+        _ => Ok(()),
+    }
 }
 
 /// Writes the export as the manifest `m` describes it again, up to `digest`, into a
@@ -141,7 +168,8 @@ pub(crate) fn derive_again(
     let files = m["files"].as_array().cloned().unwrap_or_default();
     let listed_summaries = files.iter().find(|f| f["role"] == "summaries");
     let parquet = ParquetOptions {
-        partition_by_kind: m["parquet"]["partition"] == "kind",
+        partition: listed_partition(m)?,
+        robot: m["parquet"]["robot"].as_str().map(str::to_owned),
         summaries: listed_summaries.map(|_| temp.path().join("summaries.parquet")),
     };
     let out = temp.path().join("events");
@@ -167,6 +195,29 @@ pub(crate) fn derive_again(
         }
     }
     Ok(written.manifest)
+}
+
+/// The partition keys a Parquet export's manifest lists: an array of names, or (as
+/// exports before the array wrote it) `"kind"`; none for one file.
+pub(crate) fn listed_partition(m: &Value) -> Result<Vec<PartitionKey>> {
+    let listed = &m["parquet"]["partition"];
+    let unknown = |what: &Value| Error::Manifest {
+        path: PathBuf::from(m["file"]["path"].as_str().unwrap_or("the export")),
+        reason: format!("its partition {what} is not one this version writes"),
+    };
+    match listed {
+        Value::Null => Ok(Vec::new()),
+        Value::String(name) if name == "kind" => Ok(vec![PartitionKey::Kind]),
+        Value::Array(names) => names
+            .iter()
+            .map(|n| {
+                n.as_str()
+                    .and_then(PartitionKey::from_name)
+                    .ok_or_else(|| unknown(n))
+            })
+            .collect(),
+        other => Err(unknown(other)),
+    }
 }
 
 /// An export written under temporary names, not yet in place.
@@ -210,19 +261,23 @@ fn write(
     parquet: &ParquetOptions,
     rows: &mut dyn FnMut(&mut dyn RowSink) -> Result<ExportManifest>,
 ) -> Result<Written> {
-    let mut sink = if parquet.partition_by_kind {
-        EventsSink::new(Target::Directory(
-            PartitionDir::create(out)?,
-            BTreeMap::new(),
-        ))
-    } else {
+    let mut sink = if parquet.partition.is_empty() {
         let file = AtomicFile::create(out)?;
         let path = file.path().to_owned();
         EventsSink::new(Target::File(None, Some(file), path))
+    } else {
+        EventsSink::new(Target::Directory(
+            PartitionDir::create(out)?,
+            Partitioning::new(parquet),
+            BTreeMap::new(),
+        ))
     };
     let mut manifest = rows(&mut sink)?;
     manifest.format = ExportFormat::Parquet;
-    manifest.partition_by_kind = parquet.partition_by_kind;
+    manifest.partition.clone_from(&parquet.partition);
+    if parquet.partition.contains(&PartitionKey::Robot) {
+        manifest.robot.clone_from(&parquet.robot);
+    }
     let (events, files) = sink.finish()?;
     let beside = match &events {
         Output::File(f) => f.path().parent().map(Path::to_owned),
@@ -238,10 +293,10 @@ fn write(
         .file_name()
         .map(PathBuf::from)
         .unwrap_or_default();
-    let (bytes, blake3) = if parquet.partition_by_kind {
-        listing_digest(&files)
-    } else {
+    let (bytes, blake3) = if parquet.partition.is_empty() {
         files.first().map_or((0, [0; 32]), |f| (f.bytes, f.blake3))
+    } else {
+        listing_digest(&files)
     };
     manifest.bytes = bytes;
     manifest.blake3 = blake3;
@@ -252,7 +307,7 @@ fn write(
             f
         })
         .collect();
-    if !parquet.partition_by_kind {
+    if parquet.partition.is_empty() {
         // One file: its path is the output's name.
         for f in &mut manifest.files {
             f.path = name.clone();
@@ -307,8 +362,69 @@ enum Target {
     /// One file: its writer once the columns are known, the file until then, and its
     /// path.
     File(Option<Box<FileWriter>>, Option<AtomicFile>, PathBuf),
-    /// A partition directory and a writer per kind.
-    Directory(PartitionDir, BTreeMap<String, FileWriter>),
+    /// A partition directory, how rows are split, and a writer per partition (by its
+    /// path under the directory).
+    Directory(PartitionDir, Partitioning, BTreeMap<String, FileWriter>),
+}
+
+/// How a partitioned export finds a row's partition: its keys, and the path of the
+/// last row's, kept while the next row's is the same.
+struct Partitioning {
+    keys: Vec<PartitionKey>,
+    /// `robot=<name>`, escaped once.
+    robot: String,
+    /// The path being built for a row.
+    path: String,
+    /// The day (since the epoch) whose date `date` holds.
+    day: Option<u64>,
+    date: String,
+}
+
+impl Partitioning {
+    fn new(parquet: &ParquetOptions) -> Partitioning {
+        Partitioning {
+            keys: parquet.partition.clone(),
+            robot: escape(parquet.robot.as_deref().unwrap_or_default()),
+            path: String::new(),
+            day: None,
+            date: String::new(),
+        }
+    }
+
+    /// Sets `path` to the path under the directory of the partition of an event of
+    /// `kind` at `happened_ns`.
+    fn path_of(&mut self, kind: &str, happened_ns: u64) {
+        use std::fmt::Write as _;
+        self.path.clear();
+        for key in &self.keys {
+            if !self.path.is_empty() {
+                self.path.push('/');
+            }
+            let _ = match key {
+                PartitionKey::Robot => write!(self.path, "robot={}", self.robot),
+                PartitionKey::Date => {
+                    let day = happened_ns / 86_400_000_000_000;
+                    if self.day != Some(day) {
+                        self.day = Some(day);
+                        self.date = utc_date(happened_ns);
+                    }
+                    write!(self.path, "date={}", self.date)
+                }
+                PartitionKey::Kind => write!(self.path, "kind={}", escape(kind)),
+            };
+        }
+    }
+
+    /// Whether the files hold the kind as a column (it is not in their path).
+    fn with_kind(&self) -> bool {
+        !self.keys.contains(&PartitionKey::Kind)
+    }
+
+    fn date(&self) -> Option<String> {
+        self.keys
+            .contains(&PartitionKey::Date)
+            .then(|| self.date.clone())
+    }
 }
 
 /// The Parquet events encoding: rows into column builders, batches into one or more
@@ -336,7 +452,7 @@ impl EventsSink {
     }
 
     /// Closes every file and returns the output with its files (paths relative to the
-    /// output: `kind=<kind>/part-0.parquet`; for one file, empty).
+    /// output: `<key>=<value>/.../part-<seq>.parquet`; for one file, empty).
     fn finish(self) -> Result<(Output, Vec<ExportedFile>)> {
         match self.target {
             Target::File(writer, file, path) => {
@@ -352,7 +468,7 @@ impl EventsSink {
                 entry.path = PathBuf::new();
                 Ok((Output::File(file), vec![entry]))
             }
-            Target::Directory(partitions, writers) => {
+            Target::Directory(partitions, _, writers) => {
                 let mut files = Vec::new();
                 for (_, w) in writers {
                     let (file, entry) = w.close()?;
@@ -409,15 +525,21 @@ impl RowSink for EventsSink {
                     reason: "a row came before the columns were known".to_owned(),
                 });
             }
-            Target::Directory(partitions, writers) => match writers.get_mut(kind) {
-                Some(w) => w,
-                None => {
-                    let (file, rel) = partitions.file_for(kind)?;
-                    let path = file.path().to_owned();
-                    let w = FileWriter::new(file, path, &self.value_names, false, Some(rel))?;
-                    writers.entry(kind.to_owned()).or_insert(w)
+            Target::Directory(partitions, split, writers) => {
+                split.path_of(kind, row.happened_ns());
+                match writers.get_mut(split.path.as_str()) {
+                    Some(w) => w,
+                    None => {
+                        let (file, rel) = partitions.file_for(&split.path, row.seq())?;
+                        let path = file.path().to_owned();
+                        let with_kind = split.with_kind();
+                        let mut w =
+                            FileWriter::new(file, path, &self.value_names, with_kind, Some(rel))?;
+                        w.date = split.date();
+                        writers.entry(split.path.clone()).or_insert(w)
+                    }
                 }
-            },
+            }
         };
         if let Some(name) = unknown {
             return Err(Error::Unexportable {
@@ -433,7 +555,7 @@ impl RowSink for EventsSink {
         if writer.kind.is_none() {
             writer.kind = Some(kind.to_owned());
         }
-        if let Target::Directory(_, writers) = &mut self.target {
+        if let Target::Directory(_, _, writers) = &mut self.target {
             self.rows_since_check += 1;
             if self.rows_since_check >= BATCH_ROWS {
                 self.rows_since_check = 0;
@@ -556,6 +678,8 @@ struct FileWriter {
     with_kind: bool,
     rows: u64,
     kind: Option<String>,
+    /// The date of a file of a partition by date.
+    date: Option<String>,
     batch: EventColumns,
 }
 
@@ -647,6 +771,7 @@ impl FileWriter {
             with_kind,
             rows: 0,
             kind: None,
+            date: None,
             batch: EventColumns::new(value_names.len()),
         })
     }
@@ -737,6 +862,7 @@ impl FileWriter {
                 path: self.rel.unwrap_or_default(),
                 role: "events",
                 kind: if self.with_kind { None } else { self.kind },
+                date: self.date,
                 rows: self.rows,
                 bytes,
                 blake3,

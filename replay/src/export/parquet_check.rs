@@ -8,13 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::parquet::listing_digest;
+use super::parquet::{listed_partition, listing_digest};
 use crate::error::{Error, Result};
 use crate::json::hex;
 use crate::manifest::{CheckReport, ExportedFile};
-
-/// The deepest a partition directory's files lie: `kind=<kind>/part-N.parquet`.
-const PARTITION_DEPTH: usize = 2;
 
 /// Checks the Parquet export `file` (a file or a partition directory) against the
 /// manifest `m` read from `manifest_file`.
@@ -38,7 +35,10 @@ pub(crate) fn check_parquet(
     let name = m["file"]["path"]
         .as_str()
         .ok_or_else(|| bad("it names no data file".to_owned()))?;
-    let partitioned = m["parquet"]["partition"] == "kind";
+    // A partition directory's files lie a level below its last key's:
+    // `<key>=<value>/.../part-<seq>.parquet`.
+    let depth = listed_partition(m)?.len() + 1;
+    let partitioned = depth > 1;
     let listed = m["files"]
         .as_array()
         .ok_or_else(|| bad("it has no list of files".to_owned()))?;
@@ -87,7 +87,7 @@ pub(crate) fn check_parquet(
                 e
             })
             .collect();
-        let found = files_under(&file)?;
+        let found = files_under(&file, depth)?;
         let listed: BTreeSet<PathBuf> = under.iter().map(|e| e.path.clone()).collect();
         if let Some(extra) = found.difference(&listed).next() {
             return Err(changed(
@@ -98,16 +98,19 @@ pub(crate) fn check_parquet(
                 ),
             ));
         }
+        // A partition by kind: each kind's files add up to the kind's rows.
         let kinds = m["kinds"].as_object().cloned().unwrap_or_default();
+        let mut per_kind: std::collections::BTreeMap<&str, u64> = Default::default();
         for e in &under {
-            let kind = e.kind.as_deref().unwrap_or("");
-            if kinds.get(kind).and_then(|k| k["rows"].as_u64()) != Some(e.rows) {
+            if let Some(kind) = e.kind.as_deref() {
+                *per_kind.entry(kind).or_default() += e.rows;
+            }
+        }
+        for (kind, rows) in per_kind {
+            if kinds.get(kind).and_then(|k| k["rows"].as_u64()) != Some(rows) {
                 return Err(changed(
                     &file,
-                    format!(
-                        "its {kind} partition's {} rows are not what its manifest lists",
-                        e.rows
-                    ),
+                    format!("its {kind} partition's {rows} rows are not what its manifest lists"),
                 ));
             }
         }
@@ -159,6 +162,7 @@ fn listed_file(f: &Value) -> Option<ExportedFile> {
             _ => return None,
         },
         kind: f["kind"].as_str().map(str::to_owned),
+        date: f["date"].as_str().map(str::to_owned),
         rows: f["rows"].as_u64()?,
         bytes: f["bytes"].as_u64()?,
         blake3,
@@ -206,7 +210,7 @@ fn footer_rows(path: &Path) -> Result<u64> {
 /// The regular files under a partition directory, relative to it; anything else, or
 /// anything deeper than a partition's files, is listed as found too (and so is not
 /// what the manifest lists).
-fn files_under(dir: &Path) -> Result<BTreeSet<PathBuf>> {
+fn files_under(dir: &Path, depth_of_files: usize) -> Result<BTreeSet<PathBuf>> {
     let mut found = BTreeSet::new();
     let mut stack = vec![(PathBuf::new(), 0usize)];
     while let Some((rel, depth)) = stack.pop() {
@@ -224,7 +228,7 @@ fn files_under(dir: &Path) -> Result<BTreeSet<PathBuf>> {
             })?;
             let path = rel.join(entry.file_name());
             let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir && depth + 1 < PARTITION_DEPTH {
+            if is_dir && depth + 1 < depth_of_files {
                 stack.push((path, depth + 1));
             } else {
                 found.insert(path);

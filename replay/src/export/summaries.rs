@@ -135,6 +135,7 @@ pub(crate) fn write(
             path: path.clone(),
             role: "summaries",
             kind: None,
+            date: None,
             rows: summaries.len() as u64,
             bytes,
             blake3,
