@@ -38,9 +38,12 @@ fn watermarks(dir: &std::path::Path) -> BTreeMap<u64, u64> {
 /// the writer had received exactly as many events as producers had counted, which never
 /// holds while producers keep recording; it stayed where it was and readers read to the
 /// end. Three threads record without a pause, one of them moving the clock 1 ms an
-/// event: every accounting record written meanwhile has a watermark, and the events
-/// written before it but stamped at or after its watermark (its lag) are a bounded
-/// number, whatever the length of the run.
+/// event: every accounting record written meanwhile has a watermark, and the clock's
+/// events (the main thread's) written before it but stamped at or after its watermark
+/// (its lag, in milliseconds of the clock) are a bounded number, whatever the length of
+/// the run. The helpers' events are not counted: while the main thread waits for a
+/// core, they record any number of events at one clock reading, which says nothing of
+/// the watermark.
 #[test]
 fn the_watermark_advances_while_producers_never_pause() {
     let dir = tempfile::tempdir().unwrap();
@@ -82,8 +85,8 @@ fn the_watermark_advances_while_producers_never_pause() {
     let during = watermarks(dir.path());
     rec.close().unwrap();
 
-    // Each accounting record written while producers ran: the events before it stamped
-    // at or after its watermark, counted by hand from the log.
+    // Each accounting record written while producers ran: the main thread's events
+    // before it stamped at or after its watermark, counted by hand from the log.
     let recs = common::read_log(dir.path());
     let lag_max = 3 * 4096 + 16 * 3;
     let mut checked = 0;
@@ -91,11 +94,14 @@ fn the_watermark_advances_while_producers_never_pause() {
         let lag = recs
             .iter()
             .take_while(|r| r.seq() < seq)
-            .filter(|r| matches!(r, Rec::Event { recorded_ns, .. } if *recorded_ns >= w))
+            .filter(|r| {
+                matches!(r, Rec::Event { kind, recorded_ns, .. }
+                    if kind == "robot.main" && *recorded_ns >= w)
+            })
             .count();
         assert!(
             lag <= lag_max,
-            "accounting at seq {seq}: watermark {w}, {lag} events written before it stamped at or after it"
+            "accounting at seq {seq}: watermark {w}, {lag} of the clock's events written before it stamped at or after it"
         );
         checked += 1;
     }
