@@ -32,6 +32,15 @@ pub fn export<'py>(
     compression: Option<&str>,
     key_file: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    if path
+        .to_str()
+        .is_some_and(|p| p.starts_with("s3://") || p.starts_with("file://"))
+    {
+        return Err(InvalidInput::new_err(format!(
+            "{} is a URL: an export to a data lake is `blackbox export --partition robot,... --out URL`; here, give a local path",
+            path.display()
+        )));
+    }
     let format = match format {
         "parquet" | "jsonl" | "mcap" => format,
         other => {
@@ -54,7 +63,7 @@ pub fn export<'py>(
                 .map(|k| PartitionKey::from_name(k.trim()).filter(|k| *k != PartitionKey::Robot))
                 .collect();
             match keys {
-                Some(keys) if !(keys.len() == 2 && keys[0] == keys[1]) => keys,
+                Some(keys) if !keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k)) => keys,
                 _ => {
                     return Err(InvalidInput::new_err(format!(
                         "partition {text:?} is not one a Parquet export knows: give \"kind\", \"date\", \"date,kind\" or \"kind,date\""

@@ -2,6 +2,7 @@
 a user reads it with (pyarrow, the `mcap` reader, json), and the manifest checked by
 the command (`blackbox export --check --dir`)."""
 
+import datetime
 import json
 
 import blackbox
@@ -74,6 +75,28 @@ def test_partitioned_parquet_reads_as_one_dataset(log_dir, tmp_path):
     assert counts == expected
 
 
+def test_partitioned_by_date_and_kind_puts_each_event_under_its_utc_date(log_dir, tmp_path):
+    sent = write_log(log_dir)
+    out = tmp_path / "by_day"
+    blackbox.export(log_dir, out, partition="date,kind")
+    table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == len(sent)
+    # The oracle for each row's date: its ts, as pyarrow reads it, in UTC.
+    for ts, date, kind in zip(
+        table.column("ts").to_pylist(),
+        table.column("date").to_pylist(),
+        table.column("kind").to_pylist(),
+    ):
+        assert str(date) == ts.astimezone(datetime.timezone.utc).date().isoformat(), (ts, date)
+        assert (out / f"date={date}" / f"kind={kind}").is_dir()
+
+
+def test_a_url_is_refused_with_the_command_that_takes_it(log_dir, tmp_path):
+    write_log(log_dir)
+    with pytest.raises(blackbox.InvalidInput, match="blackbox export --partition robot"):
+        blackbox.export(log_dir, "s3://lake/events", partition="date,kind")
+
+
 def test_mcap_has_a_channel_per_kind_with_every_event(log_dir, tmp_path):
     sent = write_log(log_dir)
     out = tmp_path / "run.mcap"
@@ -94,6 +117,7 @@ def test_mcap_has_a_channel_per_kind_with_every_event(log_dir, tmp_path):
         ({"partition": "hour"}, 'partition "hour" is not one'),
         ({"partition": "kind,kind"}, 'partition "kind,kind" is not one'),
         ({"partition": "robot"}, 'partition "robot" is not one'),
+        ({"partition": "kind,date,kind"}, 'partition "kind,date,kind" is not one'),
         ({"compression": "lz4"}, "compression is an MCAP option"),
         ({"format": "jsonl", "compression": "zstd"}, "compression is an MCAP option"),
         ({"format": "mcap", "compression": "gzip"}, 'compression "gzip" is not one of'),

@@ -168,13 +168,140 @@ fn duckdb_queries_two_robots_exports_in_s3_as_one_table() {
     assert!(manifests[0].starts_with("arm-2.seq-"), "{manifests:?}");
     assert!(manifests[1].starts_with("r1.seq-"), "{manifests:?}");
 
-    // The same events again: refused before anything is uploaded.
-    let err = fails(&export(&r1, &[]));
+    // The same export again: its manifest is there, nothing is uploaded.
+    let said = ok(&export(&r1, &[]));
+    assert!(said.contains("already holds this export"), "{said}");
+    assert_eq!(query_lake(&moto, lake), got);
+
+    // An export that overlaps the first is refused, and names where to start.
+    let err = fails(&export(&r1, &["--from-seq", "10"]));
+    assert!(err.contains("overlap"), "{err}");
+    let next = model
+        .iter()
+        .filter(|((robot, _, _), _)| robot == "r1")
+        .map(|(_, &(_, _, last))| last)
+        .max()
+        .unwrap()
+        + 1;
+    assert!(err.contains(&format!("--from-seq {next}")), "{err}");
+
+    // The robot records on; the events after the first export go in beside it.
+    let clock = ManualClock::new(T0 + 10 * SEC);
+    let rec = Recorder::open(&r1, Config::new().clock(Arc::new(clock.clone()))).unwrap();
+    for i in 0..5u32 {
+        let seq = rec
+            .record_evidence(&Event::new("imu").values(&[("x", f64::from(i))]))
+            .unwrap()
+            .0;
+        model
+            .entry(("r1".to_owned(), "2026-03-02".to_owned(), "imu".to_owned()))
+            .and_modify(|(rows, _, last)| {
+                *rows += 1;
+                *last = seq;
+            });
+        clock.advance_ns(MS);
+    }
+    rec.close().unwrap();
+    let from = next.to_string();
+    let said = ok(&export(&r1, &["--from-seq", &from]));
+    assert!(said.contains("exported 5 events"), "{said}");
+    let got = query_lake(&moto, lake);
+    let found: Groups = got["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                (
+                    g["robot"].as_str().unwrap().to_owned(),
+                    g["date"].as_str().unwrap().to_owned(),
+                    g["kind"].as_str().unwrap().to_owned(),
+                ),
+                (
+                    g["rows"].as_u64().unwrap(),
+                    g["first_seq"].as_u64().unwrap(),
+                    g["last_seq"].as_u64().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(found, model);
+    assert_eq!(got["manifests"].as_array().unwrap().len(), 3);
+}
+
+/// Guards a lake's objects (issue 17): an export stopped part way (here: its manifest
+/// and one file gone) finishes when run again, keeping the objects already there with
+/// the same bytes; an object with other bytes at one of its paths stops it before any
+/// upload; a lake export must be partitioned by robot.
+#[test]
+fn a_lake_export_finishes_when_run_again_and_never_replaces_an_object() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut model = Groups::new();
+    let dir = tmp.path().join("r1");
+    record_across_midnight(&dir, "r1", 30, 100 * MS, &mut model);
+    let lake_dir = tmp.path().join("lake");
+    let lake = format!("file://{}", lake_dir.display());
+    let export = |partition: &str| {
+        common::blackbox(&[
+            "export",
+            "--dir",
+            s(&dir),
+            "--format",
+            "parquet",
+            "--partition",
+            partition,
+            "--out",
+            &lake,
+        ])
+    };
+    let err = fails(&export("date,kind"));
+    assert!(err.contains("partitioned by robot"), "{err}");
+    ok(&export("robot,date,kind"));
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    let mut stack = vec![lake_dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let manifest = files
+        .iter()
+        .find(|p| p.to_string_lossy().contains("_manifests"))
+        .unwrap()
+        .clone();
+    let data: Vec<_> = files.iter().filter(|p| **p != manifest).cloned().collect();
+    assert_eq!(data.len(), model.len());
+    let before = std::fs::read(&data[0]).unwrap();
+
+    std::fs::remove_file(&manifest).unwrap();
+    std::fs::remove_file(&data[0]).unwrap();
+    let said = ok(&export("robot,date,kind"));
     assert!(
-        err.contains("already exists and is never replaced"),
+        said.contains(&format!(
+            "uploaded 2 objects, kept {} already there",
+            data.len() - 1
+        )),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&data[0]).unwrap(), before);
+    assert!(manifest.is_file());
+
+    std::fs::remove_file(&manifest).unwrap();
+    std::fs::write(&data[1], b"other bytes").unwrap();
+    let err = fails(&export("robot,date,kind"));
+    assert!(err.contains("already exists with other bytes"), "{err}");
+    assert!(
+        err.contains(&data[1].file_name().unwrap().to_string_lossy().into_owned()),
         "{err}"
     );
-    assert_eq!(query_lake(&moto, lake), got);
+    assert!(!manifest.exists(), "nothing was uploaded");
+    assert_eq!(std::fs::read(&data[1]).unwrap(), b"other bytes");
 }
 
 /// Guards the partitions' directories on a local disk (issue 17): `--partition
@@ -203,6 +330,56 @@ fn a_local_export_by_date_and_kind_checks_against_its_log() {
         assert!(file.is_file(), "{}", file.display());
     }
     ok(&common::blackbox(&["export", "--check", s(&out)]));
+    ok(&common::blackbox(&[
+        "export",
+        "--check",
+        s(&out),
+        "--dir",
+        s(&dir),
+    ]));
+}
+
+/// Guards the files a partitioned export keeps open (issue 17): with more partitions
+/// than it keeps open at once (64), the least recently used file is finished and a
+/// later row of its partition starts another, named by its seq; every row is read back
+/// once by DuckDB, and the export checks against its log.
+#[test]
+fn more_partitions_than_open_files_lose_and_repeat_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let kinds = 70;
+    let rounds = 3;
+    let input: String = (0..rounds)
+        .flat_map(|r| {
+            (0..kinds).map(move |k| format!("{{\"kind\":\"k{k}\",\"values\":{{\"r\":{r}}}}}\n"))
+        })
+        .collect();
+    ok(&common::record(&dir, &input, &[]));
+    let out = tmp.path().join("by_kind");
+    ok(&common::blackbox(&[
+        "export",
+        "--dir",
+        s(&dir),
+        "--format",
+        "parquet",
+        "--partition",
+        "kind",
+        "--out",
+        s(&out),
+    ]));
+    let got: Value =
+        serde_json::from_str(&common::python::run("parquet_duckdb.py", &[&out])).unwrap();
+    let found: BTreeMap<String, u64> = got["kinds"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v["rows"].as_u64().unwrap()))
+        .collect();
+    let want: BTreeMap<String, u64> = (0..kinds).map(|k| (format!("k{k}"), rounds)).collect();
+    assert_eq!(found, want);
+    // A kind's rows went into more than one file once its file was closed.
+    let files = std::fs::read_dir(out.join("kind=k0")).unwrap().count();
+    assert!(files > 1, "{files}");
     ok(&common::blackbox(&[
         "export",
         "--check",

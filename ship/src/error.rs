@@ -66,10 +66,27 @@ pub enum Error {
         /// What differs.
         why: String,
     },
-    /// An object is already where an upload would put it, and is never replaced.
+    /// An object with other bytes is already where an upload would put it, and is
+    /// never replaced.
     Exists {
         /// The object's URL.
         url: String,
+    },
+    /// A local file to put in a lake is not what was listed.
+    LakeFile {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        why: String,
+    },
+    /// An upload to a lake failed after others had been made.
+    Partial {
+        /// Objects uploaded before the failure.
+        done: usize,
+        /// Objects the run had to upload.
+        total: usize,
+        /// The failure.
+        source: Box<Error>,
     },
     /// The shipped log does not verify.
     Verify {
@@ -106,7 +123,16 @@ impl fmt::Display for Error {
             Error::Mismatch { segment, why } => write!(f, "segment {segment}: {why}"),
             Error::Exists { url } => write!(
                 f,
-                "{url} already exists and is never replaced: nothing was uploaded; export to a new prefix, or give each log's files paths of their own (partition by robot)"
+                "{url} already exists with other bytes, and an object in the lake is never replaced: nothing was uploaded"
+            ),
+            Error::LakeFile { path, why } => write!(f, "{}: {why}", path.display()),
+            Error::Partial {
+                done,
+                total,
+                source,
+            } => write!(
+                f,
+                "{source}; {done} of the {total} objects to upload were uploaded before it, and not the manifest: run the same command again to finish (objects already there with the same bytes are kept)"
             ),
             Error::Verify { url, why } => write!(f, "log shipped to {url} does not verify: {why}"),
         }
@@ -127,6 +153,7 @@ impl std::error::Error for Error {
             Error::Log { source, .. } => Some(source),
             Error::Io { source, .. } => Some(source),
             Error::Store { source, .. } => Some(source.as_ref()),
+            Error::Partial { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }

@@ -93,6 +93,10 @@ pub struct Args {
     summaries: Option<PathBuf>,
     #[command(flatten)]
     range: RangeArgs,
+    /// Only records at or after this seq (the next export to a lake starts after the
+    /// last seq of the one before).
+    #[arg(long, value_name = "SEQ", conflicts_with = "check")]
+    from_seq: Option<u64>,
     /// Only events whose kind matches this glob (repeatable; `*` crosses dots; `!GLOB`
     /// excludes).
     #[arg(long = "kind", value_name = "GLOB", value_parser = glob_arg)]
@@ -151,9 +155,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     let to_url = out_path.to_str().is_some_and(blackbox_ship::is_url);
     let partition = partition_keys(&args.partition)?;
-    if to_url && partition.is_empty() {
+    if to_url && !partition.contains(&PartitionKey::Robot) {
         return Err(CliError::new(
-            "an export to a URL is a partitioned Parquet dataset: add --format parquet --partition robot,date,kind (or the keys you want)",
+            "an export to a URL is a data lake that many robots share, partitioned by robot: add --format parquet --partition robot,date,kind (robot, and the other keys you want)",
         ));
     }
     if to_url && args.summaries.is_some() {
@@ -192,7 +196,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
     }
     let ((since, until), incident) = args.range.resolve_incident(dir, key.as_ref())?;
-    let query = super::replay::query(since, until, None, None, &args.kinds)?.key(key.clone());
+    let query =
+        super::replay::query(since, until, args.from_seq, None, &args.kinds)?.key(key.clone());
     // The bar runs over seqs up to the log's end when the export starts.
     let (verified, end) = match LogReader::open_with(
         dir,
@@ -272,15 +277,18 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Err(e) => return Err(super::damage::fail(dir, args.json && !to_stdout, e)),
         Ok(m) => m,
     };
-    let manifest = match (&staging, out_path.to_str()) {
-        (Some(staging), Some(url)) => super::lake::upload(
-            manifest,
-            staging.path(),
-            STAGED_NAME,
-            url,
-            robot.as_deref().unwrap_or_default(),
-        )?,
-        _ => manifest,
+    let (manifest, uploaded) = match (&staging, out_path.to_str()) {
+        (Some(staging), Some(url)) => {
+            let (m, done) = super::lake::upload(
+                manifest,
+                staging.path(),
+                STAGED_NAME,
+                url,
+                robot.as_deref().unwrap_or_default(),
+            )?;
+            (m, Some(done))
+        }
+        _ => (manifest, None),
     };
     let exported: std::collections::BTreeSet<String> = manifest
         .per_kind
@@ -289,7 +297,23 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .cloned()
         .collect();
     explain_empty(dir, key, &query, manifest.rows, &exported);
-    let said = summary(&manifest, to_stdout);
+    let mut said = summary(&manifest, to_stdout);
+    match uploaded {
+        Some(super::lake::Uploaded::Objects { uploaded, kept }) => {
+            said.push_str(&format!("; uploaded {uploaded} objects"));
+            if kept > 0 {
+                said.push_str(&format!(
+                    ", kept {kept} already there with the same bytes (an earlier run of this export)"
+                ));
+            }
+        }
+        Some(super::lake::Uploaded::AlreadyThere) => {
+            said.push_str(
+                "; the lake already holds this export (its manifest is there): nothing uploaded",
+            );
+        }
+        Some(super::lake::Uploaded::Nothing) | None => {}
+    }
     let lost = report_losses(&manifest);
     if to_stdout {
         // Stdout holds the rows: the summary goes to stderr.
@@ -298,7 +322,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let stdout = io::stdout();
         let mut out = stdout.lock();
         if args.json {
-            line(&mut out, manifest.to_json())?;
+            let mut json = manifest.to_json();
+            if staging.is_some() {
+                json["file"]["path"] = manifest.file.display().to_string().into();
+                json["manifest"] = manifest.manifest_file.display().to_string().into();
+            }
+            line(&mut out, json)?;
         } else {
             line(&mut out, said)?;
         }
@@ -413,7 +442,7 @@ fn summary(m: &ExportManifest, to_stdout: bool) -> String {
 fn check(args: &Args, path: &std::path::Path) -> Result<(), CliError> {
     if path.to_str().is_some_and(blackbox_ship::is_url) {
         return Err(CliError::new(format!(
-            "export --check reads a local export, not {}: download its files and manifest first",
+            "export --check reads a local export, not {}: an export to a lake lists each object's blake3 in its manifest under _manifests/",
             path.display()
         )));
     }

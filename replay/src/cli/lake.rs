@@ -40,23 +40,55 @@ pub(super) fn robot_name(given: Option<&str>, dir: &Path) -> Result<String, CliE
     Ok(name)
 }
 
+/// What an upload to a lake did.
+pub(super) enum Uploaded {
+    /// Nothing: the export has no rows.
+    Nothing,
+    /// Nothing: the lake holds a manifest of this robot for this very range.
+    AlreadyThere,
+    /// Objects uploaded, and objects found already there with the same bytes.
+    Objects { uploaded: usize, kept: usize },
+}
+
 /// Puts the export `m`, written under `root` (its paths relative to it, the events'
 /// directory named `local_name`), under the lake `url`; returns the manifest as
-/// uploaded (paths relative to the URL). Nothing is uploaded for an export without
-/// rows.
+/// uploaded (paths relative to the URL) and what was done.
+///
+/// A lake holds each robot's seqs once: an export whose range overlaps one that a
+/// manifest of the same robot lists is refused, but for the very same range, which is
+/// already there.
 pub(super) fn upload(
     mut m: ExportManifest,
     root: &Path,
     local_name: &str,
     url: &str,
     robot: &str,
-) -> Result<ExportManifest, CliError> {
+) -> Result<(ExportManifest, Uploaded), CliError> {
     let url = url.trim_end_matches('/');
     m.file = PathBuf::from(url);
     let (Some(first), Some(last)) = (m.first_seq, m.last_seq) else {
         m.manifest_file = PathBuf::new();
-        return Ok(m);
+        return Ok((m, Uploaded::Nothing));
     };
+    let robot_part = partition_value(robot);
+    let manifest_name = format!("{robot_part}.seq-{first}-{last}.manifest.json");
+    m.manifest_file = PathBuf::from(format!("{url}/{MANIFESTS}/{manifest_name}"));
+    let listed = blackbox_ship::lake_listing(url, MANIFESTS, &format!("{robot_part}.seq-"))
+        .map_err(|e| CliError::new(e.to_string()))?;
+    for name in &listed {
+        if *name == manifest_name {
+            return Ok((m, Uploaded::AlreadyThere));
+        }
+        if let Some((a, b)) = listed_range(name, &robot_part)
+            && a <= last
+            && first <= b
+        {
+            return Err(CliError::new(format!(
+                "robot {robot}'s seqs {a}..={b} are already in {url} ({MANIFESTS}/{name}), and this export's {first}..={last} overlap them: nothing was uploaded; export the events after them with --from-seq {}",
+                b.saturating_add(1)
+            )));
+        }
+    }
     let mut files = Vec::with_capacity(m.files.len() + 1);
     for f in &mut m.files {
         let local = root.join(&f.path);
@@ -74,12 +106,10 @@ pub(super) fn upload(
         });
         f.path = PathBuf::from(key);
     }
-    let manifest_key = format!(
-        "_manifests/{}.seq-{first}-{last}.manifest.json",
-        partition_value(robot)
-    );
-    m.manifest_file = PathBuf::from(format!("{url}/{manifest_key}"));
-    let mut text = serde_json::to_vec_pretty(&m.to_json())
+    let mut json = m.to_json();
+    // The lake's manifest names the lake; its files' paths are relative to it.
+    json["file"]["path"] = url.into();
+    let mut text = serde_json::to_vec_pretty(&json)
         .map_err(|e| CliError::new(format!("cannot write the lake's manifest: {e}")))?;
     text.push(b'\n');
     let local = root.join("lake.manifest.json");
@@ -90,11 +120,44 @@ pub(super) fn upload(
         ))
     })?;
     files.push(LakeFile {
-        key: manifest_key,
+        key: format!("{MANIFESTS}/{manifest_name}"),
         local,
         bytes: text.len() as u64,
         blake3: *blake3::hash(&text).as_bytes(),
     });
-    blackbox_ship::put_in_lake(url, &files).map_err(|e| CliError::new(e.to_string()))?;
-    Ok(m)
+    let report =
+        blackbox_ship::put_in_lake(url, &files).map_err(|e| CliError::new(e.to_string()))?;
+    Ok((
+        m,
+        Uploaded::Objects {
+            uploaded: report.uploaded.len(),
+            kept: report.kept.len(),
+        },
+    ))
+}
+
+/// Where a lake's manifests lie, under its URL.
+const MANIFESTS: &str = "_manifests";
+
+/// The seqs a manifest's name `<robot>.seq-<first>-<last>.manifest.json` lists.
+fn listed_range(name: &str, robot_part: &str) -> Option<(u64, u64)> {
+    let range = name
+        .strip_prefix(robot_part)?
+        .strip_prefix(".seq-")?
+        .strip_suffix(".manifest.json")?;
+    let (a, b) = range.split_once('-')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listed_range;
+
+    #[test]
+    fn manifest_names_give_their_seqs() {
+        assert_eq!(listed_range("r1.seq-2-4.manifest.json", "r1"), Some((2, 4)));
+        assert_eq!(listed_range("r1.seq-2-4.manifest.json", "r"), None);
+        assert_eq!(listed_range("r1.seq-x-4.manifest.json", "r1"), None);
+        assert_eq!(listed_range("r1.seq-2.manifest.json", "r1"), None);
+    }
 }

@@ -62,6 +62,10 @@ fn summaries_apart(summaries: &Path, out: &Path, partitioned: bool) -> Result<()
     Ok(())
 }
 
+/// The most files a partitioned export keeps open at once (a file descriptor and a
+/// batch of column builders each); past it, the least recently used is finished.
+const OPEN_FILES_MAX: usize = 64;
+
 /// Rows a batch collects before it is handed to the encoder.
 const BATCH_ROWS: usize = 8192;
 
@@ -110,9 +114,15 @@ pub fn export_parquet(
     if let Some(summaries) = &parquet.summaries {
         summaries_apart(summaries, out, !parquet.partition.is_empty())?;
     }
-    let mut written = write(dir, query, out, options, parquet, &mut |sink| {
-        export_rows(dir, query, options, sink, progress)
-    })?;
+    let mut written = write(
+        dir,
+        query,
+        out,
+        options,
+        parquet,
+        Naming::FirstSeq,
+        &mut |sink| export_rows(dir, query, options, sink, progress),
+    )?;
     let manifest_file = super::write_manifest(&mut written.manifest, out)?;
     // The data first: between the renames, the new data sits beside the old manifest,
     // which no longer checks.
@@ -173,7 +183,13 @@ pub(crate) fn derive_again(
         summaries: listed_summaries.map(|_| temp.path().join("summaries.parquet")),
     };
     let out = temp.path().join("events");
-    let written = write(dir, query, &out, options, &parquet, &mut |sink| {
+    // Exports before files were named by their first seq named each kind's `part-0`.
+    let naming = if m["parquet"]["partition"] == "kind" {
+        Naming::PartZero
+    } else {
+        Naming::FirstSeq
+    };
+    let written = write(dir, query, &out, options, &parquet, naming, &mut |sink| {
         export_upto(dir, query, options, sink, &mut |_| {}, digest)
     })?;
     if let Some(listed) = listed_summaries {
@@ -253,12 +269,23 @@ enum Output {
 
 /// Writes the events (and summaries) under temporary names; `rows` runs the row source
 /// into the sink it is given.
+/// How a partition's files are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    /// `part-<seq of its first row>.parquet`.
+    FirstSeq,
+    /// `part-0.parquet`, as exports partitioned by kind were named before (one file a
+    /// kind): to derive such an export again.
+    PartZero,
+}
+
 fn write(
     dir: &Path,
     query: &Query,
     out: &Path,
     options: &ExportOptions,
     parquet: &ParquetOptions,
+    naming: Naming,
     rows: &mut dyn FnMut(&mut dyn RowSink) -> Result<ExportManifest>,
 ) -> Result<Written> {
     let mut sink = if parquet.partition.is_empty() {
@@ -268,7 +295,7 @@ fn write(
     } else {
         EventsSink::new(Target::Directory(
             PartitionDir::create(out)?,
-            Partitioning::new(parquet),
+            Partitioning::new(parquet, naming),
             BTreeMap::new(),
         ))
     };
@@ -378,16 +405,24 @@ struct Partitioning {
     /// The day (since the epoch) whose date `date` holds.
     day: Option<u64>,
     date: String,
+    naming: Naming,
+    /// Rows so far: a writer's `last_row` says how recently it took one.
+    rows: u64,
+    /// The files closed before the end, to bound the files open at once.
+    closed: Vec<ExportedFile>,
 }
 
 impl Partitioning {
-    fn new(parquet: &ParquetOptions) -> Partitioning {
+    fn new(parquet: &ParquetOptions, naming: Naming) -> Partitioning {
         Partitioning {
             keys: parquet.partition.clone(),
             robot: escape(parquet.robot.as_deref().unwrap_or_default()),
             path: String::new(),
             day: None,
             date: String::new(),
+            naming,
+            rows: 0,
+            closed: Vec::new(),
         }
     }
 
@@ -413,6 +448,25 @@ impl Partitioning {
                 PartitionKey::Kind => write!(self.path, "kind={}", escape(kind)),
             };
         }
+    }
+
+    /// Closes the file that took a row least recently (a past day's, when rows come in
+    /// time order): a later row of its partition starts a file of its own, named by its
+    /// seq.
+    fn close_least_recent(&mut self, writers: &mut BTreeMap<String, FileWriter>) -> Result<()> {
+        let Some(oldest) = writers
+            .iter()
+            .min_by_key(|(_, w)| w.last_row)
+            .map(|(k, _)| k.clone())
+        else {
+            return Ok(());
+        };
+        if let Some(w) = writers.remove(&oldest) {
+            let (file, entry) = w.close()?;
+            file.commit()?;
+            self.closed.push(entry);
+        }
+        Ok(())
     }
 
     /// Whether the files hold the kind as a column (it is not in their path).
@@ -468,8 +522,8 @@ impl EventsSink {
                 entry.path = PathBuf::new();
                 Ok((Output::File(file), vec![entry]))
             }
-            Target::Directory(partitions, _, writers) => {
-                let mut files = Vec::new();
+            Target::Directory(partitions, split, writers) => {
+                let mut files = split.closed;
                 for (_, w) in writers {
                     let (file, entry) = w.close()?;
                     // Renamed into place inside the temporary directory: the directory
@@ -527,15 +581,28 @@ impl RowSink for EventsSink {
             }
             Target::Directory(partitions, split, writers) => {
                 split.path_of(kind, row.happened_ns());
+                split.rows += 1;
                 match writers.get_mut(split.path.as_str()) {
-                    Some(w) => w,
+                    Some(w) => {
+                        w.last_row = split.rows;
+                        w
+                    }
                     None => {
-                        let (file, rel) = partitions.file_for(&split.path, row.seq())?;
+                        // (Files named `part-0` are one a partition: all stay open.)
+                        if writers.len() >= OPEN_FILES_MAX && split.naming == Naming::FirstSeq {
+                            split.close_least_recent(writers)?;
+                        }
+                        let first_seq = match split.naming {
+                            Naming::FirstSeq => row.seq(),
+                            Naming::PartZero => 0,
+                        };
+                        let (file, rel) = partitions.file_for(&split.path, first_seq)?;
                         let path = file.path().to_owned();
                         let with_kind = split.with_kind();
                         let mut w =
                             FileWriter::new(file, path, &self.value_names, with_kind, Some(rel))?;
                         w.date = split.date();
+                        w.last_row = split.rows;
                         writers.entry(split.path.clone()).or_insert(w)
                     }
                 }
@@ -680,6 +747,8 @@ struct FileWriter {
     kind: Option<String>,
     /// The date of a file of a partition by date.
     date: Option<String>,
+    /// The partitioning's row count when this file last took a row.
+    last_row: u64,
     batch: EventColumns,
 }
 
@@ -772,6 +841,7 @@ impl FileWriter {
             rows: 0,
             kind: None,
             date: None,
+            last_row: 0,
             batch: EventColumns::new(value_names.len()),
         })
     }
