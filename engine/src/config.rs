@@ -34,6 +34,8 @@ pub struct Config {
     pub(crate) kb_half_life_ns: u64,
     pub(crate) working_queue_bytes_max: usize,
     pub(crate) retention: Option<blackbox_log::Retention>,
+    #[cfg(feature = "ship")]
+    pub(crate) ship: Option<crate::ship::Ship>,
 }
 
 impl Default for Config {
@@ -53,6 +55,8 @@ impl Default for Config {
             kb_half_life_ns: blackbox_kb::adjudicate::DEFAULT_HALF_LIFE_NS,
             working_queue_bytes_max: crate::working::QUEUE_BYTES_MAX,
             retention: None,
+            #[cfg(feature = "ship")]
+            ship: None,
         }
     }
 }
@@ -159,6 +163,20 @@ impl Config {
     #[must_use]
     pub fn retention(mut self, retention: blackbox_log::Retention) -> Self {
         self.retention = Some(retention);
+        self
+    }
+
+    /// Ships each segment, once sealed, to object storage from a thread of its own
+    /// (feature `ship`; `blackbox ship` does the same from the command line): the
+    /// segment, checked, and the shipping manifest beside it. A pass that fails is
+    /// retried after the interval; [`Recorder::ship_status`](crate::Recorder::ship_status)
+    /// says how far it got. Under a disk budget, the log prunes only shipped segments
+    /// unless [`Ship::prune_after_shipped`](crate::Ship::prune_after_shipped) says
+    /// otherwise.
+    #[cfg(feature = "ship")]
+    #[must_use]
+    pub fn ship(mut self, ship: crate::ship::Ship) -> Self {
+        self.ship = Some(ship);
         self
     }
 }

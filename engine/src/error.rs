@@ -83,6 +83,13 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// The shipper cannot ship to the URL it was given (`Config::ship`).
+    Ship {
+        /// The URL.
+        url: String,
+        /// Why, in a sentence.
+        why: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -136,6 +143,7 @@ impl fmt::Display for Error {
                     "cannot restore the recorder's state from seq {seq}: {reason}"
                 )
             }
+            Error::Ship { url: _, why } => write!(f, "the recorder's shipper: {why}"),
         }
     }
 }

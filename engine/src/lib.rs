@@ -59,6 +59,8 @@ pub mod policy;
 mod recorder;
 mod restore;
 mod shared;
+#[cfg(feature = "ship")]
+mod ship;
 mod sum;
 mod working;
 mod writer;
@@ -79,6 +81,8 @@ pub use names::{
 };
 pub use policy::{IncidentPolicy, Policy, Sampling, Tier};
 pub use recorder::{KB_DIR, Recorder};
+#[cfg(feature = "ship")]
+pub use ship::{Ship, ShipStatus};
 pub use working::{CHANGE_BYTES as WORKING_CHANGE_BYTES, DELTA_OVERHEAD_BYTES, WorkingMemory};
 pub use writer::{RELEASE_DIR, SUMMARY_GRACE_NS};
 

@@ -44,6 +44,8 @@ pub struct Recorder {
     /// Opened on first use: a recorder that keeps no knowledge runs no fjall database.
     kb: OnceLock<KnowledgeBase>,
     kb_open: Mutex<()>,
+    #[cfg(feature = "ship")]
+    shipper: Mutex<Option<crate::ship::Shipper>>,
 }
 
 impl Recorder {
@@ -64,6 +66,16 @@ impl Recorder {
         // The policy's `[log]` section, when it has one, sets the blocks' compression.
         if let Some(compression) = config.policy.compression() {
             log_opts = log_opts.compression(compression);
+        }
+        #[cfg(feature = "ship")]
+        let shipped = blackbox_log::ShippedThrough::new();
+        #[cfg(feature = "ship")]
+        if config
+            .ship
+            .as_ref()
+            .is_some_and(crate::ship::Ship::holds_pruning)
+        {
+            log_opts = log_opts.prune_after_shipped(shipped.clone());
         }
         let (log, recovery) = Log::open(dir, log_opts)?;
         if config.event_bytes_max.saturating_add(EVENT_OVERHEAD_BYTES) > log.record_bytes_max() {
@@ -167,6 +179,28 @@ impl Recorder {
                 })
             })?;
         let _ = shared.writer.set(handle.thread().clone());
+        #[cfg(feature = "ship")]
+        let shipper = match &config.ship {
+            Some(ship) => match crate::ship::Shipper::start(
+                dir.to_owned(),
+                ship,
+                shipped,
+                config.log.chain_key().cloned(),
+            ) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    // The writer started: stop it before saying why.
+                    let (reply, rx) = crossbeam_channel::bounded(1);
+                    if tx.send(Msg::Close(reply)).is_ok() {
+                        shared.wake_writer();
+                        let _ = rx.recv();
+                    }
+                    let _ = handle.join();
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
         Ok(Recorder {
             shared,
             tx,
@@ -179,7 +213,19 @@ impl Recorder {
             kb_half_life_ns: config.kb_half_life_ns,
             kb: OnceLock::new(),
             kb_open: Mutex::new(()),
+            #[cfg(feature = "ship")]
+            shipper: Mutex::new(shipper),
         })
+    }
+
+    /// What the shipper has done so far, with [`Config::ship`](crate::Config::ship);
+    /// `None` without a shipper.
+    #[cfg(feature = "ship")]
+    pub fn ship_status(&self) -> Option<crate::ship::ShipStatus> {
+        self.shipper
+            .lock()
+            .as_ref()
+            .map(crate::ship::Shipper::status)
     }
 
     /// What opening the log found (torn tail cut, segments, last seq). A torn tail cut
@@ -593,6 +639,11 @@ impl Recorder {
         };
         if let Some(handle) = self.writer.lock().take() {
             let _ = handle.join();
+        }
+        // After the writer: a last pass ships what it sealed; the status stays readable.
+        #[cfg(feature = "ship")]
+        if let Some(shipper) = self.shipper.lock().as_mut() {
+            shipper.stop();
         }
         if let Some(kb) = self.kb.get() {
             // The view is not the truth: if this fails, the next open catches it up

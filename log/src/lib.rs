@@ -81,7 +81,7 @@ pub use chain::{ChainKey, Digest, GENESIS_LINK, Link, link_from_hex, link_to_hex
 pub use compress::Compression;
 pub use error::{Corruption, CorruptionKind, Error, Result};
 pub use reader::{LogReader, LogRecord, ReaderOptions, Records};
-pub use retention::{Pin, PruneRecord, Retention};
+pub use retention::{Pin, PruneRecord, Retention, ShippedThrough};
 pub use salvage::{DamageKind, DamagePlace, Loss, LostSeqs, Salvage, Salvaged};
 pub use segment::{LOCK_FILE_NAME, RESERVE_FILE_NAME, SegmentEntry, list_segments};
 pub use shown::{SHOWN_CHARS_MAX, Shown};

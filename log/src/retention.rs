@@ -49,6 +49,48 @@ pub const REASON_PINNED_CAP: u16 = 4;
 /// sealed segments went to make room, whatever the budget still allowed.
 pub const REASON_DISK_FULL: u16 = 8;
 
+/// Reason bit, with a shipping hold ([`LogOptions::prune_after_shipped`](crate::LogOptions::prune_after_shipped)):
+/// every segment removed had been shipped.
+pub const REASON_SHIPPED: u16 = 16;
+/// Reason bit, with a shipping hold: a full disk removed a segment not yet shipped.
+pub const REASON_UNSHIPPED: u16 = 32;
+
+/// How far a log's segments are shipped, shared between the shipper, which raises it
+/// as each pass ends, and the log, which under
+/// [`LogOptions::prune_after_shipped`](crate::LogOptions::prune_after_shipped) prunes
+/// no segment past it for its budget.
+#[derive(Debug, Clone, Default)]
+pub struct ShippedThrough(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl ShippedThrough {
+    /// Nothing shipped yet.
+    pub fn new() -> ShippedThrough {
+        ShippedThrough::default()
+    }
+
+    /// Every seq up to `seq` is shipped (never lowered).
+    pub fn set(&self, seq: u64) {
+        self.0
+            .fetch_max(seq.saturating_add(1), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The last seq shipped, if any.
+    pub fn get(&self) -> Option<u64> {
+        self.0
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .checked_sub(1)
+    }
+
+    /// How many of the oldest of `sealed` are shipped whole.
+    pub(crate) fn shipped_count(&self, sealed: &[SealedInfo]) -> usize {
+        let through = self.get();
+        sealed
+            .iter()
+            .take_while(|s| through.is_some_and(|t| s.last_seq <= t))
+            .count()
+    }
+}
+
 /// Bytes of a prune record before its segment list.
 const FIXED_LEN: usize = 88;
 /// Bytes per removed segment: first seq, prev link.

@@ -13,7 +13,7 @@ use crate::format::{
     self, BLOCK_HEADER_LEN, BlockHeader, FLAG_KEYED, FORMAT_VERSION, Footer, FrameHeader,
     IndexEntry, MAX_RECORD_BYTES_LIMIT, SEGMENT_HEADER_LEN, SegmentHeader,
 };
-use crate::retention::{self, PRUNE_RECORD_TYPE, Pin, PruneRecord, Retention};
+use crate::retention::{self, PRUNE_RECORD_TYPE, Pin, PruneRecord, Retention, ShippedThrough};
 use crate::scan::{self, ChainPoint, Tail};
 use crate::segment::{
     self, HeaderState, LOCK_FILE_NAME, RESERVE_FILE_NAME, SegmentEntry, SegmentFile,
@@ -59,6 +59,7 @@ pub struct LogOptions {
     pub(crate) retention: Retention,
     pub(crate) compression: Compression,
     pub(crate) disk_reserve_bytes: u64,
+    pub(crate) ship_hold: Option<ShippedThrough>,
 }
 
 impl Default for LogOptions {
@@ -77,6 +78,7 @@ impl Default for LogOptions {
             storage: Arc::new(OsStorage),
             compression: Compression::Off,
             disk_reserve_bytes: 2 << 20,
+            ship_hold: None,
         }
     }
 }
@@ -158,6 +160,17 @@ impl LogOptions {
     /// [`FaultyStorage`](crate::storage::FaultyStorage).
     pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
         self.storage = storage;
+        self
+    }
+
+    /// Prunes for the budget only segments shipped (up to `shipped`'s seq, which the
+    /// shipper raises); every prune record then says whether what it removed was
+    /// shipped ([`REASON_SHIPPED`](crate::retention::REASON_SHIPPED)). A full disk still
+    /// removes the oldest segments, shipped or not (then
+    /// [`REASON_UNSHIPPED`](crate::retention::REASON_UNSHIPPED)): room to record comes
+    /// first.
+    pub fn prune_after_shipped(mut self, shipped: ShippedThrough) -> Self {
+        self.ship_hold = Some(shipped);
         self
     }
 
@@ -707,9 +720,26 @@ impl Log {
         let key_id = self.opts.key.as_ref().map(|_| self.key_id);
         let (sealed, active_prev_link) = retention::sealed_segments(&self.dir, key_id)?;
         let active_bytes = self.active.written_len + self.buf.len() as u64;
-        let plan = retention::plan(&sealed, active_bytes, &self.opts.retention, &self.pins, ts);
+        // Under a shipping hold the budget removes shipped segments only: the others
+        // count as kept bytes.
+        let shippable = self
+            .opts
+            .ship_hold
+            .as_ref()
+            .map_or(sealed.len(), |h| h.shipped_count(&sealed));
+        let held: u64 = sealed[shippable..].iter().map(|s| s.bytes).sum();
+        let mut plan = retention::plan(
+            &sealed[..shippable],
+            active_bytes + held,
+            &self.opts.retention,
+            &self.pins,
+            ts,
+        );
         if plan.remove == 0 {
             return Ok(None);
+        }
+        if self.opts.ship_hold.is_some() {
+            plan.reasons |= retention::REASON_SHIPPED;
         }
         let (record, paths) = retention::prepare(&sealed, &plan, active_prev_link);
         // A full disk met while this record waits gives back the reserve for it, and
@@ -817,9 +847,17 @@ impl Log {
                 return Err(e);
             }
         };
-        let plan = retention::plan_disk_full(&sealed, &self.pins, needed);
+        let mut plan = retention::plan_disk_full(&sealed, &self.pins, needed);
         if plan.remove == 0 {
             return Ok(false);
+        }
+        // Room comes before shipping; the record says whether it cost unshipped data.
+        if let Some(hold) = &self.opts.ship_hold {
+            plan.reasons |= if hold.shipped_count(&sealed) >= plan.remove {
+                retention::REASON_SHIPPED
+            } else {
+                retention::REASON_UNSHIPPED
+            };
         }
         let (record, paths) = retention::prepare(&sealed, &plan, active_prev_link);
         let unwritten = self.buf.len() as u64;

@@ -274,6 +274,12 @@ fn prune_fields(o: &mut Map<String, Value>, p: &blackbox::log::PruneRecord) {
         why.push("disk_full");
     }
     o.insert("reasons".into(), why.into());
+    // Under a shipping hold: whether everything removed had been shipped.
+    if p.reasons & blackbox::log::retention::REASON_SHIPPED != 0 {
+        o.insert("shipped".into(), true.into());
+    } else if p.reasons & blackbox::log::retention::REASON_UNSHIPPED != 0 {
+        o.insert("shipped".into(), false.into());
+    }
     o.insert("cut_link".into(), hex(&p.cut_link).into());
     o.insert("segments".into(), p.segments.len().into());
     o.insert("evicted_pins".into(), p.evicted_pins.clone().into());

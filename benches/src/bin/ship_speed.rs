@@ -20,20 +20,18 @@
 //!    but the last); bytes uploaded over its time.
 //! 3. **Latency**: one producer records `--rate` events a second for `--seconds` on a
 //!    fixed schedule (busy-waiting; each `record` call timed into an HDR histogram), into
-//!    1 MiB segments, first alone, then with a shipper thread beside it that ships each
-//!    segment as it is sealed (a pass, then a wait for the next seal), as
-//!    `ship --follow` does.
+//!    1 MiB segments, first alone, then with the recorder's shipper on
+//!    (`Config::ship`: a thread that ships each segment as it is sealed, a pass every
+//!    100 ms).
 //!
 //! The report (markdown, on stdout) gives the medians over the runs: write and ship
 //! MB/s and their ratio, and the latency percentiles alone and while shipping.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use blackbox::{Config, Durability, Event, LogOptions, Recorder};
+use blackbox::{Config, Durability, Event, LogOptions, Recorder, Ship};
 use blackbox_benches::harness::{dir_usage, median};
 use blackbox_benches::{BoxError, Result};
 use blackbox_ship::ShipOptions;
@@ -141,25 +139,15 @@ fn write(dir: &Path, mb: u64) -> Result<(u64, Duration)> {
 /// The quantiles reported.
 const QUANTILES: [(f64, &str); 4] = [(0.5, "p50"), (0.99, "p99"), (0.999, "p99.9"), (1.0, "max")];
 
-/// Records at `rate` for `seconds`, each call timed; with `ship_to`, a shipper thread
-/// ships each segment as it seals meanwhile. Returns the histogram and the segments
-/// shipped.
-fn paced(dir: &Path, args: &Args, ship_to: Option<&str>) -> Result<(Histogram<u64>, usize)> {
-    let rec = Recorder::open(dir, config(1 << 20))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let shipper = ship_to.map(|url| {
-        let (dir, url, stop) = (dir.to_owned(), url.to_owned(), Arc::clone(&stop));
-        std::thread::spawn(move || -> Result<usize> {
-            let mut shipped = 0;
-            while !stop.load(Ordering::SeqCst) {
-                let report = blackbox_ship::ship(&dir, &url, &ShipOptions::default())?;
-                shipped += report.count(blackbox_ship::Action::Uploaded);
-                // `ship --follow`'s wait: the next pass after an interval.
-                std::thread::park_timeout(Duration::from_millis(100));
-            }
-            Ok(shipped)
-        })
-    });
+/// Records at `rate` for `seconds`, each call timed; with `ship_to`, the recorder ships
+/// each segment as it seals meanwhile (`Config::ship`, a pass every 100 ms). Returns the
+/// histogram and the segments shipped.
+fn paced(dir: &Path, args: &Args, ship_to: Option<&str>) -> Result<(Histogram<u64>, u64)> {
+    let mut config = config(1 << 20);
+    if let Some(url) = ship_to {
+        config = config.ship(Ship::to(url).interval(Duration::from_millis(100)));
+    }
+    let rec = Recorder::open(dir, config)?;
     let mut hist = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)?;
     let events = to_u64(args.rate * args.seconds);
     let interval_ns = 1e9 / args.rate;
@@ -179,17 +167,12 @@ fn paced(dir: &Path, args: &Args, ship_to: Option<&str>) -> Result<(Histogram<u6
                 .max(1),
         );
     }
-    stop.store(true, Ordering::SeqCst);
-    let shipped = match shipper {
-        Some(h) => {
-            h.thread().unpark();
-            h.join()
-                .map_err(|_| BoxError::from("the shipper thread panicked"))??
-        }
-        None => 0,
-    };
     rec.close()?;
-    Ok((hist, shipped))
+    let status = rec.ship_status().unwrap_or_default();
+    if let Some(e) = status.last_error {
+        return Err(format!("shipping failed: {e}").into());
+    }
+    Ok((hist, status.uploaded))
 }
 
 fn quantiles(h: &Histogram<u64>) -> Vec<u64> {

@@ -73,6 +73,11 @@ pub struct Args {
     /// Count and skip invalid lines instead of stopping at the first.
     #[arg(long)]
     skip_invalid: bool,
+    /// Ship each segment, once sealed, to this URL (s3://BUCKET/PREFIX, file:///PATH
+    /// or a directory) from a thread beside the recorder, as `blackbox ship` does; under
+    /// a policy's disk budget, only shipped segments are pruned.
+    #[arg(long, value_name = "URL")]
+    ship_to: Option<String>,
     /// Accepted for uniformity: `record` always prints JSON (one object a line).
     #[arg(long)]
     json: bool,
@@ -119,6 +124,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         log = log.segment_bytes_max(bytes);
     }
     config = config.log_options(log);
+    if let Some(url) = &args.ship_to {
+        config = config.ship(blackbox::Ship::to(url.clone()));
+    }
     let recorder = Arc::new(Recorder::open(&args.dir.dir, config)?);
     let recovered = recovered_json(recorder.recovery());
     if let Some(r) = &recovered {
@@ -229,6 +237,21 @@ fn close_once(recorder: &Recorder) -> Closed {
             let said = |e: blackbox::Error| CliError::from(e).to_string();
             let totals = recorder.stats().map_err(said);
             let last = recorder.close().map_err(said);
+            if let Some(status) = recorder.ship_status() {
+                let mut err = io::stderr().lock();
+                let _ = match (&status.last_error, status.shipped_through) {
+                    (Some(e), _) => writeln!(err, "blackbox: shipping: the last pass failed: {e}"),
+                    (None, Some(seq)) => writeln!(
+                        err,
+                        "blackbox: shipping: shipped through seq {seq} ({} segments this run); the last segment ships once a later run seals it (or `blackbox ship`)",
+                        status.uploaded
+                    ),
+                    (None, None) => writeln!(
+                        err,
+                        "blackbox: shipping: no segment was sealed, nothing shipped yet"
+                    ),
+                };
+            }
             (totals, last)
         })
         .clone()

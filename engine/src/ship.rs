@@ -1,0 +1,159 @@
+//! The recorder's shipper ([`Config::ship`](crate::Config::ship), feature `ship`): a
+//! thread of its own that ships each segment once it is sealed to object storage
+//! (`blackbox-ship`), and tells the log how far it got, so that a log under a disk
+//! budget prunes only what is shipped. It reads sealed segment files and the store,
+//! never the writer's state: `record()` does not wait for it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use blackbox_log::ShippedThrough;
+use blackbox_ship::{Action, Remote, ShipOptions};
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+
+/// Where and how a recorder ships its sealed segments.
+#[derive(Debug, Clone)]
+pub struct Ship {
+    url: String,
+    interval: Duration,
+    prune_after_shipped: bool,
+}
+
+impl Ship {
+    /// Ships to `url`: `s3://BUCKET/PREFIX` (credentials, region and endpoint from the
+    /// environment, as `blackbox ship` reads them), `file:///PATH` or a plain directory.
+    pub fn to(url: impl Into<String>) -> Ship {
+        Ship {
+            url: url.into(),
+            interval: Duration::from_secs(1),
+            prune_after_shipped: true,
+        }
+    }
+
+    /// How often the shipper looks for newly sealed segments (default 1 s), and how
+    /// long it waits after a failed pass before the next.
+    pub fn interval(mut self, interval: Duration) -> Ship {
+        self.interval = interval;
+        self
+    }
+
+    /// Whether a log under a disk budget prunes only segments shipped (default true):
+    /// its budget then waits for shipping, and every prune record says whether what it
+    /// removed was shipped. A full disk still removes the oldest segments.
+    pub fn prune_after_shipped(mut self, hold: bool) -> Ship {
+        self.prune_after_shipped = hold;
+        self
+    }
+
+    pub(crate) fn holds_pruning(&self) -> bool {
+        self.prune_after_shipped
+    }
+}
+
+/// What the shipper has done so far ([`Recorder::ship_status`](crate::Recorder::ship_status)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShipStatus {
+    /// The last seq of the last segment the store's manifest lists.
+    pub shipped_through: Option<u64>,
+    /// Passes finished, with or without an error.
+    pub passes: u64,
+    /// Segments uploaded by this recorder's shipper.
+    pub uploaded: u64,
+    /// The last pass's error, if it failed (the next pass retries).
+    pub last_error: Option<String>,
+}
+
+/// The running shipper.
+#[derive(Debug)]
+pub(crate) struct Shipper {
+    stop: Arc<AtomicBool>,
+    status: Arc<Mutex<ShipStatus>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Shipper {
+    /// Starts shipping the log in `dir` as `ship` says, raising `through` as passes end.
+    pub(crate) fn start(
+        dir: PathBuf,
+        ship: &Ship,
+        through: ShippedThrough,
+        key: Option<blackbox_log::ChainKey>,
+    ) -> Result<Shipper> {
+        let remote = Remote::open(&ship.url).map_err(|e| Error::Ship {
+            url: ship.url.clone(),
+            why: e.to_string(),
+        })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let status = Arc::new(Mutex::new(ShipStatus::default()));
+        let options = ShipOptions {
+            key,
+            ..ShipOptions::default()
+        };
+        let interval = ship.interval;
+        let (thread_stop, thread_status) = (Arc::clone(&stop), Arc::clone(&status));
+        let dir_for_error = dir.clone();
+        let handle = std::thread::Builder::new()
+            .name("blackbox-ship".to_owned())
+            .spawn(move || {
+                loop {
+                    // Asked to stop before this pass: it is the last, and it runs only
+                    // if the one before reached the store (a close does not wait out
+                    // a store that is down).
+                    let last = thread_stop.load(Ordering::SeqCst);
+                    if last && thread_status.lock().last_error.is_some() {
+                        break;
+                    }
+                    let pass = blackbox_ship::ship_to(&dir, &remote, &options, |_| {});
+                    let mut s = thread_status.lock();
+                    s.passes += 1;
+                    match pass {
+                        Ok(report) => {
+                            if let Some(seq) = report.shipped_through_seq {
+                                through.set(seq);
+                            }
+                            s.shipped_through = through.get();
+                            s.uploaded += report.count(Action::Uploaded) as u64;
+                            s.last_error = None;
+                        }
+                        Err(e) => s.last_error = Some(e.to_string()),
+                    }
+                    drop(s);
+                    if last {
+                        break;
+                    }
+                    std::thread::park_timeout(interval);
+                }
+            })
+            .map_err(|e| {
+                Error::from(blackbox_log::Error::Io {
+                    op: "start the shipper thread for",
+                    path: dir_for_error,
+                    source: e,
+                })
+            })?;
+        Ok(Shipper {
+            stop,
+            status,
+            handle: Some(handle),
+        })
+    }
+
+    pub(crate) fn status(&self) -> ShipStatus {
+        self.status.lock().clone()
+    }
+
+    /// Stops the thread after one last pass (the segments the writer sealed last), unless
+    /// the pass before it failed.
+    pub(crate) fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            handle.thread().unpark();
+            let _ = handle.join();
+        }
+    }
+}

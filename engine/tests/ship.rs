@@ -1,0 +1,147 @@
+//! The recorder's shipper (`Config::ship`): sealed segments shipped from a thread of
+//! the recorder's own, and a log under a disk budget that prunes only what the store
+//! holds. The oracle is the store's manifest, read as JSON (FORMAT.md, "Shipping
+//! manifest"), and the store's own verification.
+
+#![expect(clippy::unwrap_used, reason = "tests fail loudly on any error")]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use blackbox::log::retention::{PRUNE_RECORD_TYPE, REASON_SHIPPED, REASON_UNSHIPPED};
+use blackbox::{Config, Event, LogOptions, Recorder, Ship, ShipStatus};
+use blackbox_log::{LogReader, PruneRecord, Retention, Seq};
+use serde_json::Value;
+
+/// Waits until the shipper has finished a pass that began after this call.
+fn next_pass(rec: &Recorder) -> ShipStatus {
+    let passes = rec.ship_status().unwrap().passes;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = rec.ship_status().unwrap();
+        // Two more: the one under way may have begun before.
+        if status.passes >= passes + 2 {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no shipping pass in 60 s: {status:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+fn config(store: &Path) -> Config {
+    Config::new()
+        .log_options(LogOptions::new().segment_bytes_max(64 << 10))
+        .retention(Retention {
+            max_bytes: Some(512 << 10),
+            ..Retention::default()
+        })
+        .ship(Ship::to(store.display().to_string()).interval(Duration::from_millis(5)))
+}
+
+fn record_some(rec: &Recorder, from: u32, n: u32) {
+    for i in from..from + n {
+        let payload = format!("{{\"i\":{i},\"pad\":\"{}\"}}", "x".repeat(100));
+        rec.record(&Event::new("robot.state").json(&payload))
+            .unwrap();
+    }
+    rec.sync().unwrap();
+}
+
+/// The prune records of the log in `dir`.
+fn prunes(dir: &Path) -> Vec<PruneRecord> {
+    let reader = LogReader::open(dir).unwrap();
+    reader
+        .records(Seq(0)..)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|r| r.record_type() == PRUNE_RECORD_TYPE)
+        .map(|r| PruneRecord::decode(r.payload()).unwrap())
+        .collect()
+}
+
+/// Guards pruning after shipping (issue 17): a recorder over its budget prunes, while
+/// it ships, only segments that the store's manifest lists, and every prune record
+/// says they were shipped; the store verifies as a whole log from seq 0.
+#[test]
+fn a_budgeted_log_prunes_only_what_its_shipper_shipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, store) = (tmp.path().join("log"), tmp.path().join("store"));
+    let rec = Recorder::open(&dir, config(&store)).unwrap();
+    for round in 0..20 {
+        record_some(&rec, round * 500, 500);
+        next_pass(&rec);
+    }
+    rec.close().unwrap();
+    let status = rec.ship_status().unwrap();
+    assert_eq!(status.last_error, None);
+
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(store.join("manifest.json")).unwrap()).unwrap();
+    let shipped_through = manifest["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["last_seq"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(manifest["log"]["first_seq"], 0);
+    assert_eq!(status.shipped_through, Some(shipped_through));
+    let prunes = prunes(&dir);
+    assert!(prunes.len() > 3, "the budget pruned {} times", prunes.len());
+    for p in &prunes {
+        assert!(p.last_seq <= shipped_through, "{p:?}");
+        assert_eq!(p.reasons & REASON_SHIPPED, REASON_SHIPPED, "{p:?}");
+        assert_eq!(p.reasons & REASON_UNSHIPPED, 0, "{p:?}");
+    }
+    let report = blackbox_ship::verify_url(&store.display().to_string(), None, None).unwrap();
+    assert_eq!(report.log.records, shipped_through + 1);
+}
+
+/// Guards the hold when shipping fails (issue 17): a store whose manifest cannot be
+/// read fails every pass, the status says why, and the log, far over its budget, prunes
+/// nothing.
+#[test]
+fn a_log_whose_shipping_fails_keeps_every_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, store) = (tmp.path().join("log"), tmp.path().join("store"));
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(store.join("manifest.json"), b"not a manifest").unwrap();
+    let rec = Recorder::open(&dir, config(&store)).unwrap();
+    for round in 0..20 {
+        record_some(&rec, round * 500, 500);
+    }
+    let status = next_pass(&rec);
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("manifest"),
+        "{status:?}"
+    );
+    rec.close().unwrap();
+    assert!(prunes(&dir).is_empty());
+    let bytes: u64 = blackbox_log::list_segments(&dir)
+        .unwrap()
+        .iter()
+        .map(|s| std::fs::metadata(&s.path).unwrap().len())
+        .sum();
+    assert!(bytes > 2 * (512 << 10), "{bytes}");
+}
+
+/// Guards a URL the shipper cannot use (issue 17): the recorder does not open, and says
+/// why in a sentence naming it.
+#[test]
+fn a_recorder_with_an_unusable_ship_url_does_not_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = Recorder::open(
+        tmp.path().join("log"),
+        Config::new().ship(Ship::to("ftp://example.com/logs")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("ftp://example.com/logs"), "{err}");
+}
