@@ -90,6 +90,31 @@ fn query_lake(moto: &Moto, lake: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The groups DuckDB read, as the model holds them; every row weighs 1 (every kind is
+/// recorded in full).
+fn groups(got: &Value) -> Groups {
+    got["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            assert_eq!(g["weight_sum"], g["rows"].as_f64().unwrap());
+            (
+                (
+                    g["robot"].as_str().unwrap().to_owned(),
+                    g["date"].as_str().unwrap().to_owned(),
+                    g["kind"].as_str().unwrap().to_owned(),
+                ),
+                (
+                    g["rows"].as_u64().unwrap(),
+                    g["first_seq"].as_u64().unwrap(),
+                    g["last_seq"].as_u64().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
 /// Guards the fleet's data lake (issue 17): two robots' exports under one S3 prefix,
 /// `robot=/date=/kind=` directories, read by DuckDB over S3 as one table whose groups
 /// are exactly what was recorded, each export's manifest under `_manifests/`; a second
@@ -131,27 +156,7 @@ fn duckdb_queries_two_robots_exports_in_s3_as_one_table() {
     ok(&export(&r2, &["--robot", "arm-2"]));
 
     let got = query_lake(&moto, lake);
-    let found: Groups = got["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            // Every kind is recorded in full: each row weighs 1.
-            assert_eq!(g["weight_sum"], g["rows"].as_f64().unwrap());
-            (
-                (
-                    g["robot"].as_str().unwrap().to_owned(),
-                    g["date"].as_str().unwrap().to_owned(),
-                    g["kind"].as_str().unwrap().to_owned(),
-                ),
-                (
-                    g["rows"].as_u64().unwrap(),
-                    g["first_seq"].as_u64().unwrap(),
-                    g["last_seq"].as_u64().unwrap(),
-                ),
-            )
-        })
-        .collect();
+    let found = groups(&got);
     assert_eq!(found, model);
     assert_eq!(
         model.len(),
@@ -206,25 +211,7 @@ fn duckdb_queries_two_robots_exports_in_s3_as_one_table() {
     let said = ok(&export(&r1, &["--from-seq", &from]));
     assert!(said.contains("exported 5 events"), "{said}");
     let got = query_lake(&moto, lake);
-    let found: Groups = got["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            (
-                (
-                    g["robot"].as_str().unwrap().to_owned(),
-                    g["date"].as_str().unwrap().to_owned(),
-                    g["kind"].as_str().unwrap().to_owned(),
-                ),
-                (
-                    g["rows"].as_u64().unwrap(),
-                    g["first_seq"].as_u64().unwrap(),
-                    g["last_seq"].as_u64().unwrap(),
-                ),
-            )
-        })
-        .collect();
+    let found = groups(&got);
     assert_eq!(found, model);
     assert_eq!(got["manifests"].as_array().unwrap().len(), 3);
 }
