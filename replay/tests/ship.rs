@@ -516,3 +516,49 @@ fn follow_ships_each_segment_as_it_is_sealed_and_stops_on_sigterm() {
         "{stdout}"
     );
 }
+
+/// Guards `record --ship-to` (issue 17): the recorder ships its sealed segments from its
+/// own thread, and once more at close: the store then holds every segment file of the
+/// log but the last (the oracle: the files in the log's directory), verifies, and
+/// `record` says on stderr through which seq.
+#[test]
+fn record_ship_to_ships_every_sealed_segment_by_its_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, store) = (tmp.path().join("log"), tmp.path().join("store"));
+    let names = recorded_log_shipping(&dir, &store);
+    assert_eq!(manifest_names(&store), names[..names.len() - 1]);
+    let said = ok(&blackbox(&["verify", "--dir", s(&store)]));
+    let last = said
+        .lines()
+        .find_map(|l| l.strip_prefix("last: "))
+        .and_then(|d| d.split(':').next())
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        digest_of_sealed(&dir, &names).split(':').next().unwrap(),
+        last
+    );
+}
+
+/// Records 3000 events into 16 KiB segments with `--ship-to STORE`; returns the
+/// segment files' names, and checks what `record` said of shipping.
+fn recorded_log_shipping(dir: &Path, store: &Path) -> Vec<String> {
+    let input: String = (0..3_000)
+        .map(|i| format!("{{\"kind\":\"sensor.imu\",\"values\":{{\"ax\":{i}}}}}\n"))
+        .collect();
+    let out = record(
+        dir,
+        &input,
+        &["--segment-bytes", "16KiB", "--ship-to", s(store)],
+    );
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("blackbox: shipping: shipped through seq"),
+        "{stderr}"
+    );
+    segment_files(dir)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
+}

@@ -243,7 +243,7 @@ fn close_once(recorder: &Recorder) -> Closed {
                     (Some(e), _) => writeln!(err, "blackbox: shipping: the last pass failed: {e}"),
                     (None, Some(seq)) => writeln!(
                         err,
-                        "blackbox: shipping: shipped through seq {seq} ({} segments this run); the last segment ships once a later run seals it (or `blackbox ship`)",
+                        "blackbox: shipping: shipped through seq {seq} ({} segments this run); the last segment ships once a later run seals it",
                         status.uploaded
                     ),
                     (None, None) => writeln!(
