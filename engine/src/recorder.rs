@@ -46,6 +46,8 @@ pub struct Recorder {
     kb_open: Mutex<()>,
     #[cfg(feature = "ship")]
     shipper: Mutex<Option<crate::ship::Shipper>>,
+    #[cfg(feature = "ship")]
+    ship_status: Option<Arc<Mutex<crate::ship::ShipStatus>>>,
 }
 
 impl Recorder {
@@ -69,6 +71,12 @@ impl Recorder {
         }
         #[cfg(feature = "ship")]
         let shipped = blackbox_log::ShippedThrough::new();
+        #[cfg(feature = "ship")]
+        let remote = config
+            .ship
+            .as_ref()
+            .map(crate::ship::open_remote)
+            .transpose()?;
         #[cfg(feature = "ship")]
         if config
             .ship
@@ -180,10 +188,11 @@ impl Recorder {
             })?;
         let _ = shared.writer.set(handle.thread().clone());
         #[cfg(feature = "ship")]
-        let shipper = match &config.ship {
-            Some(ship) => match crate::ship::Shipper::start(
+        let shipper = match (&config.ship, remote) {
+            (Some(ship), Some(remote)) => match crate::ship::Shipper::start(
                 dir.to_owned(),
                 ship,
+                remote,
                 shipped,
                 config.log.chain_key().cloned(),
             ) {
@@ -199,8 +208,10 @@ impl Recorder {
                     return Err(e);
                 }
             },
-            None => None,
+            _ => None,
         };
+        #[cfg(feature = "ship")]
+        let ship_status = shipper.as_ref().map(crate::ship::Shipper::status);
         Ok(Recorder {
             shared,
             tx,
@@ -215,6 +226,8 @@ impl Recorder {
             kb_open: Mutex::new(()),
             #[cfg(feature = "ship")]
             shipper: Mutex::new(shipper),
+            #[cfg(feature = "ship")]
+            ship_status,
         })
     }
 
@@ -222,10 +235,7 @@ impl Recorder {
     /// `None` without a shipper.
     #[cfg(feature = "ship")]
     pub fn ship_status(&self) -> Option<crate::ship::ShipStatus> {
-        self.shipper
-            .lock()
-            .as_ref()
-            .map(crate::ship::Shipper::status)
+        self.ship_status.as_ref().map(|s| s.lock().clone())
     }
 
     /// What opening the log found (torn tail cut, segments, last seq). A torn tail cut
@@ -642,8 +652,12 @@ impl Recorder {
         }
         // After the writer: a last pass ships what it sealed; the status stays readable.
         #[cfg(feature = "ship")]
-        if let Some(shipper) = self.shipper.lock().as_mut() {
-            shipper.stop();
+        {
+            // Taken out first: the status stays readable while the last pass runs.
+            let shipper = self.shipper.lock().take();
+            if let Some(mut shipper) = shipper {
+                shipper.stop();
+            }
         }
         if let Some(kb) = self.kb.get() {
             // The view is not the truth: if this fails, the next open catches it up

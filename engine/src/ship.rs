@@ -22,6 +22,7 @@ pub struct Ship {
     url: String,
     interval: Duration,
     prune_after_shipped: bool,
+    close_wait: Duration,
 }
 
 impl Ship {
@@ -32,13 +33,22 @@ impl Ship {
             url: url.into(),
             interval: Duration::from_secs(1),
             prune_after_shipped: true,
+            close_wait: Duration::from_secs(10),
         }
     }
 
-    /// How often the shipper looks for newly sealed segments (default 1 s), and how
-    /// long it waits after a failed pass before the next.
+    /// How often the shipper looks for newly sealed segments (default 1 s, at least
+    /// 10 ms), and how long it waits after a failed pass before the next.
     pub fn interval(mut self, interval: Duration) -> Ship {
-        self.interval = interval;
+        self.interval = interval.max(MIN_INTERVAL);
+        self
+    }
+
+    /// How long `Recorder::close` waits for the shipper's last pass (default 10 s):
+    /// past it, the close returns and the pass goes on in the background until it
+    /// ends or the process does (a pass stopped anywhere resumes at the next run).
+    pub fn close_wait(mut self, wait: Duration) -> Ship {
+        self.close_wait = wait;
         self
     }
 
@@ -55,10 +65,14 @@ impl Ship {
     }
 }
 
+/// The shortest interval between passes.
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
 /// What the shipper has done so far ([`Recorder::ship_status`](crate::Recorder::ship_status)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShipStatus {
-    /// The last seq of the last segment the store's manifest lists.
+    /// The last seq of the last segment of this log that a pass found in the store's
+    /// manifest (uploaded then, or before).
     pub shipped_through: Option<u64>,
     /// Passes finished, with or without an error.
     pub passes: u64,
@@ -74,20 +88,30 @@ pub(crate) struct Shipper {
     stop: Arc<AtomicBool>,
     status: Arc<Mutex<ShipStatus>>,
     handle: Option<JoinHandle<()>>,
+    /// Closed when the thread ends.
+    done: crossbeam_channel::Receiver<()>,
+    close_wait: Duration,
+}
+
+/// The store `ship` names, opened before the log is, so that a URL the shipper cannot
+/// use stops the recorder before it writes anything.
+pub(crate) fn open_remote(ship: &Ship) -> Result<Remote> {
+    Remote::open(&ship.url).map_err(|e| Error::Ship {
+        url: ship.url.clone(),
+        why: e.to_string(),
+    })
 }
 
 impl Shipper {
-    /// Starts shipping the log in `dir` as `ship` says, raising `through` as passes end.
+    /// Starts shipping the log in `dir` to `remote` as `ship` says, raising `through` as
+    /// passes end.
     pub(crate) fn start(
         dir: PathBuf,
         ship: &Ship,
+        remote: Remote,
         through: ShippedThrough,
         key: Option<blackbox_log::ChainKey>,
     ) -> Result<Shipper> {
-        let remote = Remote::open(&ship.url).map_err(|e| Error::Ship {
-            url: ship.url.clone(),
-            why: e.to_string(),
-        })?;
         let stop = Arc::new(AtomicBool::new(false));
         let status = Arc::new(Mutex::new(ShipStatus::default()));
         let options = ShipOptions {
@@ -96,10 +120,13 @@ impl Shipper {
         };
         let interval = ship.interval;
         let (thread_stop, thread_status) = (Arc::clone(&stop), Arc::clone(&status));
+        let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
         let dir_for_error = dir.clone();
         let handle = std::thread::Builder::new()
             .name("blackbox-ship".to_owned())
             .spawn(move || {
+                // Dropped when the thread ends: the close waiting on it wakes.
+                let _done = done_tx;
                 loop {
                     // Asked to stop before this pass: it is the last, and it runs only
                     // if the one before reached the store (a close does not wait out
@@ -113,7 +140,11 @@ impl Shipper {
                     s.passes += 1;
                     match pass {
                         Ok(report) => {
-                            if let Some(seq) = report.shipped_through_seq {
+                            // Shipped is what this pass found of this log in the
+                            // manifest (each checked against the local segment), not
+                            // the manifest's end: a copy of this log may have shipped
+                            // further on another path.
+                            if let Some(seq) = report.segments.iter().map(|o| o.last_seq).max() {
                                 through.set(seq);
                             }
                             s.shipped_through = through.get();
@@ -140,20 +171,29 @@ impl Shipper {
             stop,
             status,
             handle: Some(handle),
+            done,
+            close_wait: ship.close_wait,
         })
     }
 
-    pub(crate) fn status(&self) -> ShipStatus {
-        self.status.lock().clone()
+    /// The status the thread keeps.
+    pub(crate) fn status(&self) -> Arc<Mutex<ShipStatus>> {
+        Arc::clone(&self.status)
     }
 
-    /// Stops the thread after one last pass (the segments the writer sealed last), unless
-    /// the pass before it failed.
+    /// Stops the thread after one last pass (the segments the writer sealed last),
+    /// unless the pass before it failed; waits for it `close_wait` at most, then lets
+    /// it end on its own.
     pub(crate) fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(handle) = self.handle.take() {
             handle.thread().unpark();
-            let _ = handle.join();
+            // Disconnected when the thread ends; a timeout leaves it running, detached.
+            if let Err(crossbeam_channel::RecvTimeoutError::Disconnected) =
+                self.done.recv_timeout(self.close_wait)
+            {
+                let _ = handle.join();
+            }
         }
     }
 }

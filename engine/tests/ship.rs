@@ -100,6 +100,39 @@ fn a_budgeted_log_prunes_only_what_its_shipper_shipped() {
     assert_eq!(report.log.records, shipped_through + 1);
 }
 
+/// Guards the hold at every prune (issue 17): shipping works for a while, then the
+/// store breaks (its manifest replaced by bytes no pass reads); every prune after that
+/// removes only seqs shipped before it broke, however far over its budget the log goes.
+#[test]
+fn a_log_prunes_nothing_past_what_was_shipped_before_the_store_broke() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, store) = (tmp.path().join("log"), tmp.path().join("store"));
+    let rec = Recorder::open(&dir, config(&store)).unwrap();
+    for round in 0..5 {
+        record_some(&rec, round * 500, 500);
+        next_pass(&rec);
+    }
+    std::fs::write(store.join("manifest.json"), b"not a manifest").unwrap();
+    let broken = next_pass(&rec);
+    assert!(broken.last_error.is_some(), "{broken:?}");
+    let shipped = broken.shipped_through.unwrap();
+    for round in 5..25 {
+        record_some(&rec, round * 500, 500);
+    }
+    rec.close().unwrap();
+    let prunes = prunes(&dir);
+    assert!(!prunes.is_empty());
+    for p in &prunes {
+        assert!(p.last_seq <= shipped, "pruned {p:?} past seq {shipped}");
+    }
+    let bytes: u64 = blackbox_log::list_segments(&dir)
+        .unwrap()
+        .iter()
+        .map(|s| std::fs::metadata(&s.path).unwrap().len())
+        .sum();
+    assert!(bytes > 2 * (512 << 10), "{bytes}");
+}
+
 /// Guards the hold when shipping fails (issue 17): a store whose manifest cannot be
 /// read fails every pass, the status says why, and the log, far over its budget, prunes
 /// nothing.
@@ -144,4 +177,57 @@ fn a_recorder_with_an_unusable_ship_url_does_not_open() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("ftp://example.com/logs"), "{err}");
+}
+
+/// Guards what counts as shipped (issue 17): a copy of a log (a cloned robot image, a
+/// restored backup) shipping to the store its original ships further to counts as
+/// shipped only its own segments that the store's manifest holds, never the manifest's
+/// end: it prunes nothing it wrote after the copy.
+#[test]
+fn a_copy_of_a_log_counts_as_shipped_only_its_own_segments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, store) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("store"),
+    );
+    let rec = Recorder::open(
+        &a,
+        Config::new().log_options(LogOptions::new().segment_bytes_max(64 << 10)),
+    )
+    .unwrap();
+    record_some(&rec, 0, 2_000);
+    let copied_through = rec.close().unwrap().unwrap().0;
+    std::fs::create_dir(&b).unwrap();
+    for entry in std::fs::read_dir(&a).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, b.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    // The original ships far past the copy.
+    let rec = Recorder::open(&a, config(&store)).unwrap();
+    for round in 0..10 {
+        record_some(&rec, 2_000 + round * 500, 500);
+        next_pass(&rec);
+    }
+    rec.close().unwrap();
+    // The copy, over its budget, ships to the same store.
+    let rec = Recorder::open(&b, config(&store)).unwrap();
+    next_pass(&rec);
+    for round in 0..20 {
+        record_some(&rec, 2_000 + round * 500, 500);
+    }
+    rec.close().unwrap();
+    let status = rec.ship_status().unwrap();
+    assert!(
+        status.shipped_through.is_none_or(|s| s <= copied_through),
+        "{status:?}, copied through {copied_through}"
+    );
+    for p in prunes(&b) {
+        assert!(
+            p.last_seq <= copied_through,
+            "pruned {p:?} past the copy's seq {copied_through}"
+        );
+    }
 }

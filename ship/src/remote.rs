@@ -4,11 +4,13 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::Path as FsPath;
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::ObjectStore;
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
+use object_store::{BackoffConfig, ClientConfigKey, RetryConfig};
 
 use crate::error::{Error, Result};
 
@@ -74,7 +76,21 @@ impl Remote {
             }
             let prefix = Path::parse(prefix.trim_end_matches('/'))
                 .map_err(|e| refuse(format!("its prefix is not a valid object path: {e}")))?;
-            let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+            // A store that stops answering fails a pass in a couple of minutes at most,
+            // not the client's default of retrying for three; a request may take two
+            // (a 16 MiB put over a slow uplink).
+            let mut builder = AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), "120s")
+                .with_config(
+                    AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                    "5s",
+                )
+                .with_retry(RetryConfig {
+                    backoff: BackoffConfig::default(),
+                    max_retries: 3,
+                    retry_timeout: Duration::from_secs(60),
+                });
             if let Some(endpoint) = endpoint_from_env()
                 && is_loopback_http(&endpoint)
             {

@@ -263,7 +263,8 @@ impl CliError {
         }
     }
 
-    /// A failure already reported on stdout (as JSON): exit code 1, nothing on stderr.
+    /// A failure already reported (on stdout as JSON, or on stderr): exit code 1, nothing
+    /// more.
     pub fn reported() -> CliError {
         CliError {
             message: String::new(),

@@ -214,7 +214,15 @@ fn record_all(
     outcome?;
     let totals = totals.map_err(CliError::new)?;
     let last_seq = closed.map_err(CliError::new)?;
-    print_summary(last_seq, tally, baseline, &totals, recovered)
+    print_summary(last_seq, tally, baseline, &totals, recovered)?;
+    // Everything is recorded; that shipping failed was said on stderr at the close.
+    if recorder
+        .ship_status()
+        .is_some_and(|s| s.last_error.is_some())
+    {
+        return Err(CliError::reported());
+    }
+    Ok(())
 }
 
 /// The totals and the last seq of the one close of the run.
@@ -240,10 +248,13 @@ fn close_once(recorder: &Recorder) -> Closed {
             if let Some(status) = recorder.ship_status() {
                 let mut err = io::stderr().lock();
                 let _ = match (&status.last_error, status.shipped_through) {
-                    (Some(e), _) => writeln!(err, "blackbox: shipping: the last pass failed: {e}"),
+                    (Some(e), _) => writeln!(
+                        err,
+                        "blackbox: everything was recorded, but shipping failed (exit 1): {e}"
+                    ),
                     (None, Some(seq)) => writeln!(
                         err,
-                        "blackbox: shipping: shipped through seq {seq} ({} segments this run); the last segment ships once a later run seals it",
+                        "blackbox: shipping: shipped through seq {seq} (segments uploaded this run: {}); the last segment ships once a later run seals it",
                         status.uploaded
                     ),
                     (None, None) => writeln!(
