@@ -80,6 +80,8 @@ pub struct ShipStatus {
     pub uploaded: u64,
     /// The last pass's error, if it failed (the next pass retries).
     pub last_error: Option<String>,
+    /// A pass is under way (after a close: one the close stopped waiting for).
+    pub passing: bool,
 }
 
 /// The running shipper.
@@ -135,8 +137,10 @@ impl Shipper {
                     if last && thread_status.lock().last_error.is_some() {
                         break;
                     }
+                    thread_status.lock().passing = true;
                     let pass = blackbox_ship::ship_to(&dir, &remote, &options, |_| {});
                     let mut s = thread_status.lock();
+                    s.passing = false;
                     s.passes += 1;
                     match pass {
                         Ok(report) => {

@@ -218,7 +218,7 @@ fn record_all(
     // Everything is recorded; that shipping failed was said on stderr at the close.
     if recorder
         .ship_status()
-        .is_some_and(|s| s.last_error.is_some())
+        .is_some_and(|s| s.last_error.is_some() || s.passing)
     {
         return Err(CliError::reported());
     }
@@ -248,6 +248,10 @@ fn close_once(recorder: &Recorder) -> Closed {
             if let Some(status) = recorder.ship_status() {
                 let mut err = io::stderr().lock();
                 let _ = match (&status.last_error, status.shipped_through) {
+                    _ if status.passing => writeln!(
+                        err,
+                        "blackbox: everything was recorded, but shipping did not finish (exit 1): the store had not answered the last pass when the recorder closed; the next run (or `blackbox ship`) resumes it"
+                    ),
                     (Some(e), _) => writeln!(
                         err,
                         "blackbox: everything was recorded, but shipping failed (exit 1): {e}"
