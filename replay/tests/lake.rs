@@ -214,6 +214,17 @@ fn duckdb_queries_two_robots_exports_in_s3_as_one_table() {
     let found = groups(&got);
     assert_eq!(found, model);
     assert_eq!(got["manifests"].as_array().unwrap().len(), 3);
+
+    // Now the advice names the seq after the robot's last in the lake, whichever
+    // manifest the export overlaps first.
+    let last = model
+        .iter()
+        .filter(|((robot, _, _), _)| robot == "r1")
+        .map(|(_, &(_, _, last))| last)
+        .max()
+        .unwrap();
+    let err = fails(&export(&r1, &[]));
+    assert!(err.contains(&format!("--from-seq {}", last + 1)), "{err}");
 }
 
 /// Guards a lake's objects (issue 17): an export stopped part way (here: its manifest
@@ -243,6 +254,28 @@ fn a_lake_export_finishes_when_run_again_and_never_replaces_an_object() {
     };
     let err = fails(&export("date,kind"));
     assert!(err.contains("partitioned by robot"), "{err}");
+    // An export of the same seqs with other rows (a kind left out) first: the full one
+    // is then refused, since its manifest's name is the same and its files are not.
+    let other = tmp.path().join("other-lake");
+    let other_url = format!("file://{}", other.display());
+    let partial = [
+        "export",
+        "--dir",
+        s(&dir),
+        "--format",
+        "parquet",
+        "--partition",
+        "robot,date,kind",
+        "--kind",
+        "!gps",
+        "--out",
+        &other_url,
+    ];
+    ok(&common::blackbox(&partial));
+    let mut full = partial.to_vec();
+    full.drain(7..9);
+    let err = fails(&common::blackbox(&full));
+    assert!(err.contains("lists another export"), "{err}");
     ok(&export("robot,date,kind"));
     let mut files: Vec<std::path::PathBuf> = Vec::new();
     let mut stack = vec![lake_dir.clone()];
@@ -283,6 +316,7 @@ fn a_lake_export_finishes_when_run_again_and_never_replaces_an_object() {
     std::fs::write(&data[1], b"other bytes").unwrap();
     let err = fails(&export("robot,date,kind"));
     assert!(err.contains("already exists with other bytes"), "{err}");
+    assert!(err.contains("--to-seq"), "{err}");
     assert!(
         err.contains(&data[1].file_name().unwrap().to_string_lossy().into_owned()),
         "{err}"

@@ -212,3 +212,48 @@ pub fn lake_listing(url: &str, dir: &str, prefix: &str) -> Result<Vec<String>> {
     names.sort();
     Ok(names)
 }
+
+/// The bytes of the object at `key` under `url`, if there is one, up to `max_bytes`.
+///
+/// # Errors
+///
+/// [`Error::Url`] for a URL this crate does not read, or an object larger than
+/// `max_bytes`; the store's error.
+pub fn lake_read(url: &str, key: &str, max_bytes: u64) -> Result<Option<Vec<u8>>> {
+    let remote = Remote::open(url)?;
+    let object = ObjectPath::parse(key)
+        .map_err(|e| Error::Url {
+            url: format!("{}/{key}", remote.url()),
+            why: format!("it is not an object path: {e}"),
+        })?
+        .parts()
+        .fold(remote.prefix().clone(), |path, part| path.join(part));
+    let object_url = format!("{}/{key}", remote.url());
+    let runtime = crate::ship::runtime()?;
+    runtime.block_on(async {
+        let meta = match remote.store().head(&object).await {
+            Ok(meta) => meta,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(remote.error(format!("cannot look up {object_url}"), e)),
+        };
+        if meta.size > max_bytes {
+            return Err(Error::Url {
+                url: object_url,
+                why: format!(
+                    "it holds {} bytes, more than the {max_bytes} it may",
+                    meta.size
+                ),
+            });
+        }
+        let got = remote
+            .store()
+            .get(&object)
+            .await
+            .map_err(|e| remote.error(format!("cannot download {object_url}"), e))?;
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|e| remote.error(format!("cannot download {object_url}"), e))?;
+        Ok(Some(bytes.to_vec()))
+    })
+}

@@ -97,6 +97,9 @@ pub struct Args {
     /// last seq of the one before).
     #[arg(long, value_name = "SEQ", conflicts_with = "check")]
     from_seq: Option<u64>,
+    /// Only records at or before this seq.
+    #[arg(long, value_name = "SEQ", conflicts_with = "check")]
+    to_seq: Option<u64>,
     /// Only events whose kind matches this glob (repeatable; `*` crosses dots; `!GLOB`
     /// excludes).
     #[arg(long = "kind", value_name = "GLOB", value_parser = glob_arg)]
@@ -196,8 +199,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         blackbox_replay::open_log_dir(dir).map_err(|e| super::damage::fail(dir, args.json, e))?;
     }
     let ((since, until), incident) = args.range.resolve_incident(dir, key.as_ref())?;
-    let query =
-        super::replay::query(since, until, args.from_seq, None, &args.kinds)?.key(key.clone());
+    let query = super::replay::query(since, until, args.from_seq, args.to_seq, &args.kinds)?
+        .key(key.clone());
     // The bar runs over seqs up to the log's end when the export starts.
     let (verified, end) = match LogReader::open_with(
         dir,

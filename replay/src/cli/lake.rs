@@ -75,20 +75,12 @@ pub(super) fn upload(
     m.manifest_file = PathBuf::from(format!("{url}/{MANIFESTS}/{manifest_name}"));
     let listed = blackbox_ship::lake_listing(url, MANIFESTS, &format!("{robot_part}.seq-"))
         .map_err(|e| CliError::new(e.to_string()))?;
-    for name in &listed {
-        if *name == manifest_name {
-            return Ok((m, Uploaded::AlreadyThere));
-        }
-        if let Some((a, b)) = listed_range(name, &robot_part)
-            && a <= last
-            && first <= b
-        {
-            return Err(CliError::new(format!(
-                "robot {robot}'s seqs {a}..={b} are already in {url} ({MANIFESTS}/{name}), and this export's {first}..={last} overlap them: nothing was uploaded; export the events after them with --from-seq {}",
-                b.saturating_add(1)
-            )));
-        }
-    }
+    let ranges: Vec<(u64, u64, &String)> = listed
+        .iter()
+        .filter_map(|name| listed_range(name, &robot_part).map(|(a, b)| (a, b, name)))
+        .collect();
+    // The advice: after the robot's last seq in the lake.
+    let next = ranges.iter().map(|&(_, b, _)| b.saturating_add(1)).max();
     let mut files = Vec::with_capacity(m.files.len() + 1);
     for f in &mut m.files {
         let local = root.join(&f.path);
@@ -109,6 +101,28 @@ pub(super) fn upload(
     let mut json = m.to_json();
     // The lake's manifest names the lake; its files' paths are relative to it.
     json["file"]["path"] = url.into();
+    for &(a, b, name) in &ranges {
+        if !(a <= last && first <= b) {
+            continue;
+        }
+        if *name == manifest_name {
+            // The same seqs: the same export only if it lists the same files.
+            let there =
+                blackbox_ship::lake_read(url, &format!("{MANIFESTS}/{name}"), MANIFEST_BYTES_MAX)
+                    .map_err(|e| CliError::new(e.to_string()))?
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+            if there.is_some_and(|t| t["files"] == json["files"]) {
+                return Ok((m, Uploaded::AlreadyThere));
+            }
+            return Err(CliError::new(format!(
+                "{url}/{MANIFESTS}/{name} lists another export of robot {robot}'s seqs {a}..={b} (other files: another --kind, or another log): nothing was uploaded; a lake holds a robot's seqs once"
+            )));
+        }
+        return Err(CliError::new(format!(
+            "robot {robot}'s seqs {a}..={b} are already in {url} ({MANIFESTS}/{name}), and this export's {first}..={last} overlap them: nothing was uploaded; export the events after the robot's last seq in the lake with --from-seq {}",
+            next.unwrap_or(b.saturating_add(1))
+        )));
+    }
     let mut text = serde_json::to_vec_pretty(&json)
         .map_err(|e| CliError::new(format!("cannot write the lake's manifest: {e}")))?;
     text.push(b'\n');
@@ -125,8 +139,18 @@ pub(super) fn upload(
         bytes: text.len() as u64,
         blake3: *blake3::hash(&text).as_bytes(),
     });
-    let report =
-        blackbox_ship::put_in_lake(url, &files).map_err(|e| CliError::new(e.to_string()))?;
+    let report = blackbox_ship::put_in_lake(url, &files).map_err(|e| {
+        let finish = format!(
+            "to finish a stopped export, run it again over the same seqs: --from-seq {first} --to-seq {last}"
+        );
+        match e {
+            blackbox_ship::Error::Partial { .. } => CliError::new(format!("{e}; {finish}")),
+            blackbox_ship::Error::Exists { .. } => CliError::new(format!(
+                "{e} (if an earlier export stopped part way, run it again over its seqs, --from-seq and --to-seq, to finish it)"
+            )),
+            other => CliError::new(other.to_string()),
+        }
+    })?;
     Ok((
         m,
         Uploaded::Objects {
@@ -135,6 +159,9 @@ pub(super) fn upload(
         },
     ))
 }
+
+/// The largest lake manifest read back (one lists a file per partition).
+const MANIFEST_BYTES_MAX: u64 = 64 << 20;
 
 /// Where a lake's manifests lie, under its URL.
 const MANIFESTS: &str = "_manifests";

@@ -285,9 +285,15 @@ pub fn human(r: &Record) -> String {
             );
         }
         Body::Prune(p) => {
+            use blackbox::log::retention::{REASON_DISK_FULL, REASON_SHIPPED, REASON_UNSHIPPED};
+            let why = if p.reasons & REASON_DISK_FULL != 0 {
+                "for room on a full disk"
+            } else {
+                "by the disk budget"
+            };
             let _ = write!(
                 s,
-                "pruned seqs {}..={} ({} bytes, {} segment{}, records up to {}) by the disk budget",
+                "pruned seqs {}..={} ({} bytes, {} segment{}, records up to {}) {why}",
                 p.first_seq,
                 p.last_seq,
                 p.bytes,
@@ -295,6 +301,11 @@ pub fn human(r: &Record) -> String {
                 if p.segments.len() == 1 { "" } else { "s" },
                 blackbox_replay::format_time(p.last_ts_ns)
             );
+            if p.reasons & REASON_SHIPPED != 0 {
+                s.push_str(", all of it shipped");
+            } else if p.reasons & REASON_UNSHIPPED != 0 {
+                s.push_str(", some of it never shipped");
+            }
             if !p.evicted_pins.is_empty() {
                 let _ = write!(s, "; pins evicted: {:?}", p.evicted_pins);
             }
