@@ -80,8 +80,11 @@ pub struct ShipStatus {
     pub uploaded: u64,
     /// The last pass's error, if it failed (the next pass retries).
     pub last_error: Option<String>,
-    /// A pass is under way (after a close: one the close stopped waiting for).
+    /// A pass is under way.
     pub passing: bool,
+    /// The thread has ended: after a close, its last pass is done (or was not run, the
+    /// one before having failed). Still false after a close that stopped waiting.
+    pub ended: bool,
 }
 
 /// The running shipper.
@@ -163,6 +166,7 @@ impl Shipper {
                     }
                     std::thread::park_timeout(interval);
                 }
+                thread_status.lock().ended = true;
             })
             .map_err(|e| {
                 Error::from(blackbox_log::Error::Io {

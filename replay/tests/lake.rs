@@ -304,7 +304,7 @@ fn a_lake_export_finishes_when_run_again_and_never_replaces_an_object() {
     let said = ok(&export("robot,date,kind"));
     assert!(
         said.contains(&format!(
-            "uploaded 2 objects, kept {} already there",
+            "uploaded 3 objects, kept {} already there",
             data.len() - 1
         )),
         "{said}"
@@ -323,6 +323,59 @@ fn a_lake_export_finishes_when_run_again_and_never_replaces_an_object() {
     );
     assert!(!manifest.exists(), "nothing was uploaded");
     assert_eq!(std::fs::read(&data[1]).unwrap(), b"other bytes");
+}
+
+/// Guards a stopped lake export (issue 17): its marker, uploaded first, holds its seqs
+/// while its manifest is missing: an export over other seqs that overlap them is
+/// refused and told the seqs to finish it with, and running it over those seqs finishes
+/// it (the files already there kept) and takes the marker away. The stop is a directory
+/// where its manifest would go, which the store cannot replace.
+#[test]
+fn a_stopped_lake_export_holds_its_seqs_until_it_is_finished() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut model = Groups::new();
+    let dir = tmp.path().join("r1");
+    record_across_midnight(&dir, "r1", 30, 100 * MS, &mut model);
+    let first = model.values().map(|&(_, a, _)| a).min().unwrap();
+    let last = model.values().map(|&(_, _, b)| b).max().unwrap();
+    let lake_dir = tmp.path().join("lake");
+    let manifests = lake_dir.join("_manifests");
+    let lake = format!("file://{}", lake_dir.display());
+    let export = |extra: &[&str]| {
+        let mut args = vec![
+            "export",
+            "--dir",
+            s(&dir),
+            "--format",
+            "parquet",
+            "--partition",
+            "robot,date,kind",
+            "--out",
+            &lake,
+        ];
+        args.extend_from_slice(extra);
+        common::blackbox(&args)
+    };
+    let manifest = manifests.join(format!("r1.seq-{first}-{last}.manifest.json"));
+    let marker = manifests.join(format!("r1.seq-{first}-{last}.pending.json"));
+    std::fs::create_dir_all(&manifest).unwrap();
+    let err = fails(&export(&[]));
+    assert!(
+        err.contains(&format!("--from-seq {first} --to-seq {last}")),
+        "{err}"
+    );
+    assert!(marker.is_file());
+
+    let later = (first + 10).to_string();
+    let err = fails(&export(&["--from-seq", &later]));
+    assert!(err.contains("stopped part way"), "{err}");
+
+    std::fs::remove_dir(&manifest).unwrap();
+    let (a, b) = (first.to_string(), last.to_string());
+    let said = ok(&export(&["--from-seq", &a, "--to-seq", &b]));
+    assert!(said.contains("kept"), "{said}");
+    assert!(manifest.is_file());
+    assert!(!marker.exists());
 }
 
 /// Guards the partitions' directories on a local disk (issue 17): `--partition

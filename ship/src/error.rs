@@ -123,7 +123,7 @@ impl fmt::Display for Error {
             Error::Mismatch { segment, why } => write!(f, "segment {segment}: {why}"),
             Error::Exists { url } => write!(
                 f,
-                "{url} already exists with other bytes, and an object in the lake is never replaced: nothing was uploaded"
+                "{url} already exists with other bytes, and an object in the lake is never replaced"
             ),
             Error::LakeFile { path, why } => write!(f, "{}: {why}", path.display()),
             Error::Partial {

@@ -183,7 +183,14 @@ async fn upload(remote: &Remote, object: &ObjectPath, url: &str, f: &LakeFile) -
         Ok(_) => Ok(()),
         // Another writer put it between the lookup and now: kept if it is these bytes.
         Err(object_store::Error::AlreadyExists { .. }) => {
-            holds(remote, object, url, f).await.map(|_| ())
+            if holds(remote, object, url, f).await? {
+                Ok(())
+            } else {
+                // The store says it is there, and no object of these bytes is.
+                Err(Error::Exists {
+                    url: url.to_owned(),
+                })
+            }
         }
         Err(e) => Err(remote.error(format!("cannot upload {url}"), e)),
     }
@@ -255,5 +262,30 @@ pub fn lake_read(url: &str, key: &str, max_bytes: u64) -> Result<Option<Vec<u8>>
             .await
             .map_err(|e| remote.error(format!("cannot download {object_url}"), e))?;
         Ok(Some(bytes.to_vec()))
+    })
+}
+
+/// Removes the object at `key` under `url` (a marker the caller wrote); one already
+/// gone is no error.
+///
+/// # Errors
+///
+/// [`Error::Url`] for a URL this crate does not write to; the store's error.
+pub fn lake_remove(url: &str, key: &str) -> Result<()> {
+    let remote = Remote::open(url)?;
+    let object = ObjectPath::parse(key)
+        .map_err(|e| Error::Url {
+            url: format!("{}/{key}", remote.url()),
+            why: format!("it is not an object path: {e}"),
+        })?
+        .parts()
+        .fold(remote.prefix().clone(), |path, part| path.join(part));
+    let object_url = format!("{}/{key}", remote.url());
+    let runtime = crate::ship::runtime()?;
+    runtime.block_on(async {
+        match remote.store().delete(&object).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(remote.error(format!("cannot remove {object_url}"), e)),
+        }
     })
 }

@@ -34,7 +34,7 @@ mod verify;
 
 pub use error::{Error, Result};
 pub use fleet::{FleetLog, list_fleet, verify_fleet};
-pub use lake::{LakeFile, LakeReport, lake_listing, lake_read, put_in_lake};
+pub use lake::{LakeFile, LakeReport, lake_listing, lake_read, lake_remove, put_in_lake};
 pub use manifest::{
     LogIdentity, MANIFEST_BYTES_MAX, MANIFEST_FORMAT, MANIFEST_VERSION, Manifest, ShippedSegment,
     segment_name,

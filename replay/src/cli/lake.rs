@@ -75,12 +75,20 @@ pub(super) fn upload(
     m.manifest_file = PathBuf::from(format!("{url}/{MANIFESTS}/{manifest_name}"));
     let listed = blackbox_ship::lake_listing(url, MANIFESTS, &format!("{robot_part}.seq-"))
         .map_err(|e| CliError::new(e.to_string()))?;
-    let ranges: Vec<(u64, u64, &String)> = listed
+    let pending_name = format!("{robot_part}.seq-{first}-{last}{PENDING}");
+    let ranges: Vec<(u64, u64, &String, bool)> = listed
         .iter()
-        .filter_map(|name| listed_range(name, &robot_part).map(|(a, b)| (a, b, name)))
+        .filter_map(|name| listed_range(name, &robot_part).map(|(a, b, p)| (a, b, name, p)))
+        // A marker beside its manifest: an export that ended before removing it.
+        .filter(|&(a, b, _, pending)| {
+            !pending
+                || !listed
+                    .iter()
+                    .any(|n| *n == format!("{robot_part}.seq-{a}-{b}{MANIFEST}"))
+        })
         .collect();
     // The advice: after the robot's last seq in the lake.
-    let next = ranges.iter().map(|&(_, b, _)| b.saturating_add(1)).max();
+    let next = ranges.iter().map(|&(_, b, _, _)| b.saturating_add(1)).max();
     let mut files = Vec::with_capacity(m.files.len() + 1);
     for f in &mut m.files {
         let local = root.join(&f.path);
@@ -101,9 +109,15 @@ pub(super) fn upload(
     let mut json = m.to_json();
     // The lake's manifest names the lake; its files' paths are relative to it.
     json["file"]["path"] = url.into();
-    for &(a, b, name) in &ranges {
-        if !(a <= last && first <= b) {
+    for &(a, b, name, pending) in &ranges {
+        if !(a <= last && first <= b) || *name == pending_name {
+            // Not these seqs, or this very export, stopped: running it again finishes it.
             continue;
+        }
+        if pending {
+            return Err(CliError::new(format!(
+                "an export of robot {robot}'s seqs {a}..={b} into {url} stopped part way ({MANIFESTS}/{name} lists its files), and this export's {first}..={last} overlap it: nothing was uploaded; finish it by running it over its seqs, --from-seq {a} --to-seq {b} (if the log no longer holds them all, remove the objects the marker lists, and the marker, then export again)"
+            )));
         }
         if *name == manifest_name {
             // The same seqs: the same export only if it lists the same files.
@@ -119,8 +133,13 @@ pub(super) fn upload(
             )));
         }
         return Err(CliError::new(format!(
-            "robot {robot}'s seqs {a}..={b} are already in {url} ({MANIFESTS}/{name}), and this export's {first}..={last} overlap them: nothing was uploaded; export the events after the robot's last seq in the lake with --from-seq {}",
-            next.unwrap_or(b.saturating_add(1))
+            "robot {robot}'s seqs {a}..={b} are already in {url} ({MANIFESTS}/{name}), and this export's {first}..={last} overlap them: nothing was uploaded; export the events after the robot's last seq in the lake with --from-seq {}{}",
+            next.unwrap_or(b.saturating_add(1)),
+            if first < a {
+                format!(", or those before these with --to-seq {}", a - 1)
+            } else {
+                String::new()
+            }
         )));
     }
     let mut text = serde_json::to_vec_pretty(&json)
@@ -133,6 +152,44 @@ pub(super) fn upload(
             local.display()
         ))
     })?;
+    // First a marker that lists the files (the same for the same export, so that
+    // running a stopped one again keeps it): while it stands without its manifest, the
+    // seqs are taken, and an export over others is refused.
+    let listing: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "path": f.key,
+                "bytes": f.bytes,
+                "blake3": blackbox_replay::hex(&f.blake3),
+            })
+        })
+        .collect();
+    let mut marker = serde_json::to_vec_pretty(&serde_json::json!({
+        "pending": "an export to this lake under way or stopped part way: these files, then its manifest",
+        "robot": robot,
+        "first_seq": first,
+        "last_seq": last,
+        "files": listing,
+    }))
+    .map_err(|e| CliError::new(format!("cannot write the lake's marker: {e}")))?;
+    marker.push(b'\n');
+    let marker_local = root.join("lake.pending.json");
+    std::fs::write(&marker_local, &marker).map_err(|e| {
+        CliError::new(format!(
+            "cannot write the lake's marker to {}: {e}",
+            marker_local.display()
+        ))
+    })?;
+    files.insert(
+        0,
+        LakeFile {
+            key: format!("{MANIFESTS}/{pending_name}"),
+            local: marker_local,
+            bytes: marker.len() as u64,
+            blake3: *blake3::hash(&marker).as_bytes(),
+        },
+    );
     files.push(LakeFile {
         key: format!("{MANIFESTS}/{manifest_name}"),
         local,
@@ -146,11 +203,13 @@ pub(super) fn upload(
         match e {
             blackbox_ship::Error::Partial { .. } => CliError::new(format!("{e}; {finish}")),
             blackbox_ship::Error::Exists { .. } => CliError::new(format!(
-                "{e} (if an earlier export stopped part way, run it again over its seqs, --from-seq and --to-seq, to finish it)"
+                "{e}: nothing was uploaded (if an earlier export stopped part way, run it again over its seqs, --from-seq and --to-seq, to finish it)"
             )),
             other => CliError::new(other.to_string()),
         }
     })?;
+    // Best effort: a marker beside its manifest counts for nothing.
+    let _ = blackbox_ship::lake_remove(url, &format!("{MANIFESTS}/{pending_name}"));
     Ok((
         m,
         Uploaded::Objects {
@@ -166,14 +225,20 @@ const MANIFEST_BYTES_MAX: u64 = 64 << 20;
 /// Where a lake's manifests lie, under its URL.
 const MANIFESTS: &str = "_manifests";
 
-/// The seqs a manifest's name `<robot>.seq-<first>-<last>.manifest.json` lists.
-fn listed_range(name: &str, robot_part: &str) -> Option<(u64, u64)> {
-    let range = name
-        .strip_prefix(robot_part)?
-        .strip_prefix(".seq-")?
-        .strip_suffix(".manifest.json")?;
+/// The name's end of a manifest, and of the marker of an export under way.
+const MANIFEST: &str = ".manifest.json";
+const PENDING: &str = ".pending.json";
+
+/// The seqs a manifest's or a marker's name, `<robot>.seq-<first>-<last>.manifest.json`
+/// or `….pending.json`, lists, and whether it is a marker.
+fn listed_range(name: &str, robot_part: &str) -> Option<(u64, u64, bool)> {
+    let rest = name.strip_prefix(robot_part)?.strip_prefix(".seq-")?;
+    let (range, pending) = match rest.strip_suffix(MANIFEST) {
+        Some(range) => (range, false),
+        None => (rest.strip_suffix(PENDING)?, true),
+    };
     let (a, b) = range.split_once('-')?;
-    Some((a.parse().ok()?, b.parse().ok()?))
+    Some((a.parse().ok()?, b.parse().ok()?, pending))
 }
 
 #[cfg(test)]
@@ -182,7 +247,14 @@ mod tests {
 
     #[test]
     fn manifest_names_give_their_seqs() {
-        assert_eq!(listed_range("r1.seq-2-4.manifest.json", "r1"), Some((2, 4)));
+        assert_eq!(
+            listed_range("r1.seq-2-4.manifest.json", "r1"),
+            Some((2, 4, false))
+        );
+        assert_eq!(
+            listed_range("r1.seq-2-4.pending.json", "r1"),
+            Some((2, 4, true))
+        );
         assert_eq!(listed_range("r1.seq-2-4.manifest.json", "r"), None);
         assert_eq!(listed_range("r1.seq-x-4.manifest.json", "r1"), None);
         assert_eq!(listed_range("r1.seq-2.manifest.json", "r1"), None);

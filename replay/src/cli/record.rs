@@ -152,7 +152,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let dir = args.dir.dir.clone();
     let _ = ctrlc::set_handler(move || {
         SIGNALED.store(true, Ordering::SeqCst);
-        let (totals, last) = close_once(&on_signal);
+        let (totals, last, _) = close_once(&on_signal);
         if let (Ok(totals), Ok(last_seq)) = (&totals, &last) {
             let _ = print_summary(*last_seq, &counted, &base, totals, torn.clone());
         }
@@ -210,25 +210,24 @@ fn record_all(
 ) -> Result<(), CliError> {
     let outcome = feed(recorder, args, tally);
     // Whatever happened, close: the records before a bad line stay, synced.
-    let (totals, closed) = close_once(recorder);
+    let (totals, closed, shipping_failed) = close_once(recorder);
     outcome?;
     let totals = totals.map_err(CliError::new)?;
     let last_seq = closed.map_err(CliError::new)?;
     print_summary(last_seq, tally, baseline, &totals, recovered)?;
     // Everything is recorded; that shipping failed was said on stderr at the close.
-    if recorder
-        .ship_status()
-        .is_some_and(|s| s.last_error.is_some() || s.passing)
-    {
+    if shipping_failed {
         return Err(CliError::reported());
     }
     Ok(())
 }
 
-/// The totals and the last seq of the one close of the run.
+/// The totals, the last seq and the shipping outcome of the one close of the run.
 type Closed = (
     Result<BTreeMap<String, Counters>, String>,
     Result<Option<blackbox::Seq>, String>,
+    // Whether shipping failed or did not finish (said on stderr at the close).
+    bool,
 );
 
 /// Closes the recorder once, whoever asks first, the end of input or the signal
@@ -245,29 +244,35 @@ fn close_once(recorder: &Recorder) -> Closed {
             let said = |e: blackbox::Error| CliError::from(e).to_string();
             let totals = recorder.stats().map_err(said);
             let last = recorder.close().map_err(said);
-            if let Some(status) = recorder.ship_status() {
-                let mut err = io::stderr().lock();
-                let _ = match (&status.last_error, status.shipped_through) {
-                    _ if status.passing => writeln!(
-                        err,
-                        "blackbox: everything was recorded, but shipping did not finish (exit 1): the store had not answered the last pass when the recorder closed; the next run (or `blackbox ship`) resumes it"
-                    ),
-                    (Some(e), _) => writeln!(
-                        err,
-                        "blackbox: everything was recorded, but shipping failed (exit 1): {e}"
-                    ),
-                    (None, Some(seq)) => writeln!(
-                        err,
-                        "blackbox: shipping: shipped through seq {seq} (segments uploaded this run: {}); the last segment ships once a later run seals it",
-                        status.uploaded
-                    ),
-                    (None, None) => writeln!(
-                        err,
-                        "blackbox: shipping: no segment was sealed, nothing shipped yet"
-                    ),
-                };
-            }
-            (totals, last)
+            // One reading of the shipper, for the message and the exit code alike.
+            let shipping_failed = match recorder.ship_status() {
+                Some(status) => {
+                    let mut err = io::stderr().lock();
+                    let failed = !status.ended || status.last_error.is_some();
+                    let _ = match (&status.last_error, status.shipped_through) {
+                        _ if !status.ended => writeln!(
+                            err,
+                            "blackbox: everything was recorded, but shipping did not finish (exit 1): the store had not answered when the recorder closed; the next run (or `blackbox ship`) resumes it"
+                        ),
+                        (Some(e), _) => writeln!(
+                            err,
+                            "blackbox: everything was recorded, but shipping failed (exit 1): {e}"
+                        ),
+                        (None, Some(seq)) => writeln!(
+                            err,
+                            "blackbox: shipping: shipped through seq {seq} (segments uploaded this run: {}); the last segment ships once a later run seals it",
+                            status.uploaded
+                        ),
+                        (None, None) => writeln!(
+                            err,
+                            "blackbox: shipping: no segment was sealed, nothing shipped yet"
+                        ),
+                    };
+                    failed
+                }
+                None => false,
+            };
+            (totals, last, shipping_failed)
         })
         .clone()
 }
