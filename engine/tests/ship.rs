@@ -50,6 +50,15 @@ fn record_some(rec: &Recorder, from: u32, n: u32) {
     rec.sync().unwrap();
 }
 
+/// The bytes of the log's segment files.
+fn bytes_on_disk(dir: &Path) -> u64 {
+    blackbox_log::list_segments(dir)
+        .unwrap()
+        .iter()
+        .map(|s| std::fs::metadata(&s.path).unwrap().len())
+        .sum()
+}
+
 /// The prune records of the log in `dir`.
 fn prunes(dir: &Path) -> Vec<PruneRecord> {
     let reader = LogReader::open(dir).unwrap();
@@ -125,11 +134,7 @@ fn a_log_prunes_nothing_past_what_was_shipped_before_the_store_broke() {
     for p in &prunes {
         assert!(p.last_seq <= shipped, "pruned {p:?} past seq {shipped}");
     }
-    let bytes: u64 = blackbox_log::list_segments(&dir)
-        .unwrap()
-        .iter()
-        .map(|s| std::fs::metadata(&s.path).unwrap().len())
-        .sum();
+    let bytes = bytes_on_disk(&dir);
     assert!(bytes > 2 * (512 << 10), "{bytes}");
 }
 
@@ -157,11 +162,7 @@ fn a_log_whose_shipping_fails_keeps_every_segment() {
     );
     rec.close().unwrap();
     assert!(prunes(&dir).is_empty());
-    let bytes: u64 = blackbox_log::list_segments(&dir)
-        .unwrap()
-        .iter()
-        .map(|s| std::fs::metadata(&s.path).unwrap().len())
-        .sum();
+    let bytes = bytes_on_disk(&dir);
     assert!(bytes > 2 * (512 << 10), "{bytes}");
 }
 

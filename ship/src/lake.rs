@@ -63,14 +63,7 @@ pub fn put_in_lake(url: &str, files: &[LakeFile]) -> Result<LakeReport> {
     let remote = Remote::open(url)?;
     let mut objects = Vec::with_capacity(files.len());
     for f in files {
-        let key = ObjectPath::parse(&f.key).map_err(|e| Error::Url {
-            url: format!("{}/{}", remote.url(), f.key),
-            why: format!("it is not an object path: {e}"),
-        })?;
-        let object = key
-            .parts()
-            .fold(remote.prefix().clone(), |path, part| path.join(part));
-        objects.push((object, format!("{}/{}", remote.url(), f.key)));
+        objects.push(object_at(&remote, &f.key)?);
     }
     let runtime = crate::ship::runtime()?;
     runtime.block_on(async {
@@ -97,6 +90,19 @@ pub fn put_in_lake(url: &str, files: &[LakeFile]) -> Result<LakeReport> {
         }
         Ok(report)
     })
+}
+
+/// The object at `key` (`/`-separated) under `remote`'s prefix, and its URL.
+fn object_at(remote: &Remote, key: &str) -> Result<(ObjectPath, String)> {
+    let url = format!("{}/{key}", remote.url());
+    let parsed = ObjectPath::parse(key).map_err(|e| Error::Url {
+        url: url.clone(),
+        why: format!("it is not an object path: {e}"),
+    })?;
+    let object = parsed
+        .parts()
+        .fold(remote.prefix().clone(), |path, part| path.join(part));
+    Ok((object, url))
 }
 
 /// Whether `object` already holds `f`'s bytes: `false` when it is absent; an error when
@@ -228,14 +234,7 @@ pub fn lake_listing(url: &str, dir: &str, prefix: &str) -> Result<Vec<String>> {
 /// `max_bytes`; the store's error.
 pub fn lake_read(url: &str, key: &str, max_bytes: u64) -> Result<Option<Vec<u8>>> {
     let remote = Remote::open(url)?;
-    let object = ObjectPath::parse(key)
-        .map_err(|e| Error::Url {
-            url: format!("{}/{key}", remote.url()),
-            why: format!("it is not an object path: {e}"),
-        })?
-        .parts()
-        .fold(remote.prefix().clone(), |path, part| path.join(part));
-    let object_url = format!("{}/{key}", remote.url());
+    let (object, object_url) = object_at(&remote, key)?;
     let runtime = crate::ship::runtime()?;
     runtime.block_on(async {
         let meta = match remote.store().head(&object).await {
@@ -273,14 +272,7 @@ pub fn lake_read(url: &str, key: &str, max_bytes: u64) -> Result<Option<Vec<u8>>
 /// [`Error::Url`] for a URL this crate does not write to; the store's error.
 pub fn lake_remove(url: &str, key: &str) -> Result<()> {
     let remote = Remote::open(url)?;
-    let object = ObjectPath::parse(key)
-        .map_err(|e| Error::Url {
-            url: format!("{}/{key}", remote.url()),
-            why: format!("it is not an object path: {e}"),
-        })?
-        .parts()
-        .fold(remote.prefix().clone(), |path, part| path.join(part));
-    let object_url = format!("{}/{key}", remote.url());
+    let (object, object_url) = object_at(&remote, key)?;
     let runtime = crate::ship::runtime()?;
     runtime.block_on(async {
         match remote.store().delete(&object).await {
