@@ -405,6 +405,8 @@ struct Partitioning {
     /// The day (since the epoch) whose date `date` holds.
     day: Option<u64>,
     date: String,
+    /// Each kind's path segment, escaped once (a row's path is built for every row).
+    kinds: HashMap<String, String>,
     naming: Naming,
     /// Rows so far: a writer's `last_row` says how recently it took one.
     rows: u64,
@@ -420,6 +422,7 @@ impl Partitioning {
             path: String::new(),
             day: None,
             date: String::new(),
+            kinds: HashMap::new(),
             naming,
             rows: 0,
             closed: Vec::new(),
@@ -445,7 +448,12 @@ impl Partitioning {
                     }
                     write!(self.path, "date={}", self.date)
                 }
-                PartitionKey::Kind => write!(self.path, "kind={}", escape(kind)),
+                PartitionKey::Kind => {
+                    if !self.kinds.contains_key(kind) {
+                        self.kinds.insert(kind.to_owned(), escape(kind));
+                    }
+                    write!(self.path, "kind={}", self.kinds[kind])
+                }
             };
         }
     }
